@@ -1,0 +1,207 @@
+"""Raising and closing cards as SubagentRequests change (domain.md sections 2, 3 and 5)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from approvals.authorizer import SourcesUnknown, get_authorizer
+from approvals.models import (
+    AuditAction,
+    AuditEntry,
+    Card,
+    CardApprover,
+    CardState,
+    Category,
+    Undeliverable,
+)
+from delegations.lineage import DatabaseSessionReader, RoutingError, SessionRef, route_prompt
+from delegations.models import SubagentRequest
+from delegations.platform import (
+    APPROVED_SLOTS,
+    DECISION_WINDOW,
+    DENIED_SLOTS,
+    TERMINAL_PHASES,
+)
+
+logger = logging.getLogger(__name__)
+
+DISCLOSURE_ACTIONS = [
+    {"id": "approve", "label": "Share it", "style": "primary"},
+    {"id": "deny", "label": "Don't share", "style": "danger"},
+]
+
+
+def disclosure_request_ref(request_name: str, slot: str) -> str:
+    return f"dsd-{request_name}-{slot}"
+
+
+def _slot_set(entries: list[dict] | None) -> set[tuple[str, str]]:
+    return {(e.get("slot", ""), e.get("tagID", "")) for e in entries or []}
+
+
+def _disclosure_requested_at(request: SubagentRequest) -> datetime:
+    stamp = request.status.get("disclosureRequestedAt")
+    parsed = parse_datetime(stamp) if stamp else None
+    return parsed or timezone.now()
+
+
+def _open_slots(request: SubagentRequest) -> set[tuple[str, str]]:
+    """Pending slots nobody has decided yet, while the request can still use a decision."""
+    status = request.status
+    if request.phase in TERMINAL_PHASES or not status.get("pendingDataSlots"):
+        return set()
+    decided = _slot_set(status.get(APPROVED_SLOTS)) | _slot_set(status.get(DENIED_SLOTS))
+    return _slot_set(status.get("pendingDataSlots")) - decided
+
+
+@transaction.atomic
+def cards_sync_for_request(request: SubagentRequest) -> None:
+    """Make the request's cards match its status; idempotent, safe to call on every change.
+
+    Raises one card per pending, undecided (slot, tagID) and closes open cards whose slot is no
+    longer pending: approved or denied when the decision is in the status (taken elsewhere),
+    expired once the window has passed or the operator gave up, otherwise resolved.
+    """
+    wanted = _open_slots(request)
+    existing = {
+        (card.slot, card.tag_id): card
+        for card in Card.objects.select_for_update().filter(
+            category=Category.DATA_SLOT_DISCLOSURE, request_uid=request.uid
+        )
+    }
+    for slot, tag_id in sorted(wanted - existing.keys()):
+        card_raise_disclosure(request=request, slot=slot, tag_id=tag_id)
+    status = request.status
+    for key, card in existing.items():
+        if not card.is_open or key in wanted:
+            continue
+        if key in _slot_set(status.get(APPROVED_SLOTS)):
+            card_close(card=card, state=CardState.APPROVED, detail="Approved on another surface.")
+        elif key in _slot_set(status.get(DENIED_SLOTS)):
+            card_close(card=card, state=CardState.DENIED, detail="Denied on another surface.")
+        elif timezone.now() >= card.expires_at:
+            card_close(card=card, state=CardState.EXPIRED, detail="Nobody decided in time.")
+        else:
+            card_close(
+                card=card,
+                state=CardState.RESOLVED,
+                detail=f"The request moved on (phase {request.phase or 'unset'}).",
+            )
+
+
+@transaction.atomic
+def cards_close_for_deleted_request(*, uid: str) -> None:
+    for card in Card.objects.select_for_update().filter(request_uid=uid, state=CardState.OPEN):
+        card_close(card=card, state=CardState.RESOLVED, detail="The SubagentRequest was deleted.")
+
+
+def card_close(*, card: Card, state: str, detail: str) -> bool:
+    """Close an open card without a human decision. False when it was no longer open."""
+    closed = Card.objects.filter(pk=card.pk, state=CardState.OPEN).update(
+        state=state, closed_at=timezone.now(), close_detail=detail
+    )
+    if closed:
+        card.refresh_from_db()
+        AuditEntry.objects.create(
+            action=AuditAction.CLOSED,
+            card_id=card.pk,
+            request_ref=card.request_ref,
+            category=card.category,
+            outcome=state,
+            detail=detail,
+        )
+    return bool(closed)
+
+
+def card_raise_disclosure(*, request: SubagentRequest, slot: str, tag_id: str) -> Card:
+    """Raise the card for one pending slot, routed up the lineage from the request's parent.
+
+    Precondition: runs inside cards_sync_for_request's transaction. A card nobody can receive
+    (no human channel, a broken lineage, no owner of the data's source) is still stored, marked
+    undeliverable, logged as a warning and listed for operators; it is never sent to an agent
+    channel, and it simply expires.
+    """
+    spec = request.spec
+    parent = SessionRef(request.parent_namespace, request.parent_name)
+    requested_at = _disclosure_requested_at(request)
+    card = Card(
+        category=Category.DATA_SLOT_DISCLOSURE,
+        request_ref=disclosure_request_ref(request.name, slot),
+        session_namespace=parent.namespace,
+        session_name=parent.name,
+        request=request,
+        request_namespace=request.namespace,
+        request_name=request.name,
+        request_uid=request.uid,
+        slot=slot,
+        tag_id=tag_id,
+        lead=f"{parent} wants to share data with {spec.get('class', '')}",
+        fields=[
+            {"label": "Receiving agent", "value": spec.get("class", "")},
+            {"label": "Input slot", "value": slot},
+            {"label": "Task", "value": spec.get("task", "")},
+        ],
+        actions=DISCLOSURE_ACTIONS,
+        expires_at=requested_at + DECISION_WINDOW,
+    )
+    try:
+        route = route_prompt(parent, DatabaseSessionReader())
+    except RoutingError as exc:
+        card.undeliverable, card.undeliverable_detail = Undeliverable.ROUTING_ERROR, str(exc)
+    else:
+        card.asking_chain = route.asking_chain
+        if route.binding is None:
+            card.undeliverable = Undeliverable.NO_HUMAN_CHANNEL
+            card.undeliverable_detail = (
+                f"No session from {route.chain[0]} up to {route.chain[-1]} "
+                "is bound to a channel a person reads."
+            )
+        else:
+            assert route.owner is not None
+            card.route_channel_namespace = route.owner.namespace
+            card.route_channel_name = str(route.binding.get("name", ""))
+            card.route_channel_kind = str(route.binding.get("kind", ""))
+            card.route_owner_namespace = route.owner.namespace
+            card.route_owner_name = route.owner.name
+    owners: set[str] = set()
+    authorizer = get_authorizer()
+    try:
+        card.source_resources = authorizer.source_resources(tag_id)
+        owners = authorizer.owners(tag_id)
+    except SourcesUnknown:
+        card.source_resources = []
+    if not owners and not card.undeliverable:
+        card.undeliverable = Undeliverable.NO_APPROVERS
+        card.undeliverable_detail = "The data has no recorded source, or its sources no owner."
+    try:
+        with transaction.atomic():
+            card.save()
+    except IntegrityError:
+        # Another process raised the same card between our read and this insert.
+        return Card.objects.get(
+            category=card.category, request_uid=card.request_uid, slot=slot, tag_id=tag_id
+        )
+    CardApprover.objects.bulk_create([CardApprover(card=card, email=e) for e in sorted(owners)])
+    if card.undeliverable:
+        logger.warning(
+            "card %s for %s/%s not delivered: %s (%s)",
+            card.request_ref,
+            request.namespace,
+            request.name,
+            card.get_undeliverable_display(),
+            card.undeliverable_detail,
+        )
+        AuditEntry.objects.create(
+            action=AuditAction.UNDELIVERABLE,
+            card_id=card.pk,
+            request_ref=card.request_ref,
+            category=card.category,
+            outcome=card.undeliverable,
+            detail=card.undeliverable_detail,
+        )
+    return card

@@ -1,0 +1,247 @@
+"""Taking a decision on a card: the one service every surface (web, Slack, API) calls.
+
+The gates follow domain.md section 4 in order. A decision is first committed here (so it can
+never be lost), then written to the SubagentRequest's status by approvals.delivery, after commit.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from approvals.authorizer import get_authorizer
+from approvals.cards import card_close
+from approvals.identity import Identity
+from approvals.models import (
+    AuditAction,
+    AuditEntry,
+    Card,
+    CardState,
+    Category,
+    Decision,
+    DecisionChannel,
+)
+
+logger = logging.getLogger(__name__)
+
+APPROVE_ACTION = "approve"
+REASON_MAX_LENGTH = 2000
+
+
+class Refusal(StrEnum):
+    ALREADY_RESOLVED = "already_resolved"
+    CATEGORY_MISMATCH = "category_mismatch"
+    NOT_AUTHORIZED = "not_authorized"
+    EXPIRED = "expired"
+    HANDLER_ERROR = "handler_error"
+
+
+@dataclass(frozen=True)
+class DecisionResult:
+    """``applied`` with ``outcome``, or refused with ``refusal`` and a sentence for the person."""
+
+    applied: bool
+    message: str
+    outcome: str = ""
+    refusal: Refusal | None = None
+    card_id: int | None = None
+    decision_id: int | None = None
+
+
+def _refused(refusal: Refusal, message: str, card_id: int | None) -> DecisionResult:
+    return DecisionResult(applied=False, refusal=refusal, message=message, card_id=card_id)
+
+
+def _when(moment: datetime) -> str:
+    return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def _closed_card_refusal(card: Card) -> DecisionResult:
+    if card.state == CardState.EXPIRED:
+        return _refused(
+            Refusal.EXPIRED,
+            f"This request timed out at {_when(card.expires_at)}; it can no longer be decided.",
+            card.pk,
+        )
+    decision = Decision.objects.filter(card=card).first()
+    if decision is not None:
+        verb = "shared" if decision.outcome == CardState.APPROVED else "not shared"
+        return _refused(
+            Refusal.ALREADY_RESOLVED,
+            f"Already decided: {decision.decided_by_email} chose {verb!r} "
+            f"({decision.get_channel_display()}, {_when(decision.decided_at)}).",
+            card.pk,
+        )
+    return _refused(
+        Refusal.ALREADY_RESOLVED,
+        f"Already resolved ({card.get_state_display().lower()}): {card.close_detail}",
+        card.pk,
+    )
+
+
+def _may_decide(card: Card, email: str) -> bool:
+    """Gate 4, read now and fully consistent; any doubt refuses (fail closed)."""
+    if card.category == Category.DATA_SLOT_DISCLOSURE:
+        try:
+            return get_authorizer().may_speak_for(email, card.tag_id)
+        except Exception:
+            logger.exception("authorizer failed for card %s; refusing", card.pk)
+            return False
+    return card.approvers.filter(email=email).exists()
+
+
+def card_decide(
+    *,
+    card_id: int,
+    identity: Identity,
+    action_id: str,
+    channel: str,
+    category: str | None = None,
+    reason: str = "",
+) -> DecisionResult:
+    """Decide ``card_id`` for ``identity``; never raises for a refused or failed attempt.
+
+    ``action_id`` "approve" approves; any other action id denies. ``category``, when the
+    surface carried one, must equal the stored card's. The first decision wins: the card's state
+    leaves OPEN through a conditional UPDATE and Decision is one-to-one with Card, so a second
+    attempt, concurrent or not, gets ``already_resolved``. Every outcome and every refusal is
+    written to the audit log. After commit the status write is queued.
+    """
+    if channel not in DecisionChannel.values:
+        raise ValueError(f"unknown decision channel {channel!r}")
+    try:
+        result = _decide(
+            card_id=card_id,
+            identity=identity,
+            action_id=action_id,
+            channel=channel,
+            category=category,
+            reason=reason.strip()[:REASON_MAX_LENGTH],
+        )
+    except Exception:
+        logger.exception("recording a decision on card %s failed", card_id)
+        result = _refused(
+            Refusal.HANDLER_ERROR,
+            "Your decision could not be recorded because of an error on our side. Nothing was "
+            "recorded and the request is still open; please try again.",
+            card_id,
+        )
+    if not result.applied:
+        _audit_refusal(result, identity=identity, channel=channel)
+    return result
+
+
+def _audit_refusal(result: DecisionResult, *, identity: Identity, channel: str) -> None:
+    card = Card.objects.filter(pk=result.card_id).first() if result.card_id else None
+    AuditEntry.objects.create(
+        action=AuditAction.REFUSED,
+        actor_email=identity.email,
+        actor_subject=identity.subject,
+        channel=channel,
+        card_id=result.card_id,
+        request_ref=card.request_ref if card else "",
+        category=card.category if card else "",
+        outcome=str(result.refusal),
+        detail=result.message,
+    )
+
+
+@transaction.atomic
+def _decide(
+    *,
+    card_id: int,
+    identity: Identity,
+    action_id: str,
+    channel: str,
+    category: str | None,
+    reason: str,
+) -> DecisionResult:
+    # Gate 1: a verified email is the identity; without one nobody can speak for data.
+    if not identity.email:
+        return _refused(
+            Refusal.NOT_AUTHORIZED,
+            "Your account has no verified email address, so you cannot decide on data.",
+            card_id,
+        )
+    # Gate 2: the card exists and is open.
+    card = Card.objects.filter(pk=card_id).first()
+    if card is None:
+        return _refused(Refusal.ALREADY_RESOLVED, "There is no such request to decide.", None)
+    if not card.is_open:
+        return _closed_card_refusal(card)
+    # Gate 3: the category comes from the stored card, never from the click.
+    if category is not None and category != card.category:
+        return _refused(
+            Refusal.CATEGORY_MISMATCH,
+            "This decision was made for a different kind of request than the one stored; "
+            "reload the request and decide again.",
+            card.pk,
+        )
+    # Gate 4: the person owns a source of the data, checked now.
+    if not _may_decide(card, identity.email):
+        return _refused(
+            Refusal.NOT_AUTHORIZED,
+            f"{identity.email} cannot speak for this data: only an owner of one of its sources "
+            "can decide.",
+            card.pk,
+        )
+    # Gate 5: not expired.
+    now = timezone.now()
+    if now >= card.expires_at:
+        card_close(card=card, state=CardState.EXPIRED, detail="Nobody decided in time.")
+        return _refused(
+            Refusal.EXPIRED,
+            f"This request timed out at {_when(card.expires_at)}; it can no longer be decided.",
+            card.pk,
+        )
+    # Record. The conditional UPDATE is the race guard: of two writers, the second waits on the
+    # row lock and then matches no row, because the first moved the state off OPEN.
+    outcome = CardState.APPROVED if action_id == APPROVE_ACTION else CardState.DENIED
+    moved = Card.objects.filter(pk=card.pk, state=CardState.OPEN).update(
+        state=outcome, closed_at=now
+    )
+    if not moved:
+        card.refresh_from_db()
+        return _closed_card_refusal(card)
+    try:
+        with transaction.atomic():
+            decision = Decision.objects.create(
+                card=card,
+                outcome=outcome,
+                action_id=action_id,
+                decided_by_email=identity.email,
+                decided_by_subject=identity.subject,
+                decided_at=now,
+                channel=channel,
+                reason=reason,
+            )
+    except IntegrityError:
+        card.refresh_from_db()
+        return _closed_card_refusal(card)
+    AuditEntry.objects.create(
+        action=AuditAction.DECIDED,
+        actor_email=identity.email,
+        actor_subject=identity.subject,
+        channel=channel,
+        card_id=card.pk,
+        request_ref=card.request_ref,
+        category=card.category,
+        outcome=outcome,
+        detail=reason,
+    )
+    from approvals.tasks import write_decision_status
+
+    transaction.on_commit(lambda: write_decision_status.delay(decision.pk))
+    verb = "Shared" if outcome == CardState.APPROVED else "Not shared"
+    return DecisionResult(
+        applied=True,
+        outcome=outcome,
+        message=f"{verb}. Your decision is recorded.",
+        card_id=card.pk,
+        decision_id=decision.pk,
+    )

@@ -1,0 +1,82 @@
+"""Writing a recorded decision into the SubagentRequest's status."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from approvals.models import AuditAction, AuditEntry, CardState, Decision, Delivery
+from delegations.platform import APPROVED_SLOTS, DENIED_SLOTS
+from delegations.status import append_decided_slot
+from delegations.store import NotFound, StoreError, get_store
+
+logger = logging.getLogger(__name__)
+
+
+class DeliveryPending(Exception):
+    """The write failed for a reason that can pass; the decision stays recorded for a retry."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def decision_write_status(*, decision_id: int) -> str:
+    """Append the decision's slot to approvedDataSlots or deniedDataSlots; returns the delivery.
+
+    Idempotent: a decision already written is left alone, and the status write itself adds the
+    entry only if absent. A missing request or a permanent refusal marks the delivery FAILED
+    with the reason; anything retryable raises DeliveryPending with the decision still RECORDED.
+    """
+    decision = Decision.objects.select_related("card").get(pk=decision_id)
+    if decision.delivery != Delivery.RECORDED:
+        return decision.delivery
+    card = decision.card
+    field = APPROVED_SLOTS if decision.outcome == CardState.APPROVED else DENIED_SLOTS
+    Decision.objects.filter(pk=decision.pk).update(
+        delivery_attempts=decision.delivery_attempts + 1
+    )
+    try:
+        append_decided_slot(
+            store=get_store(),
+            namespace=card.request_namespace,
+            name=card.request_name,
+            field=field,
+            slot=card.slot,
+            tag_id=card.tag_id,
+        )
+    except NotFound:
+        return _finish(
+            decision,
+            Delivery.FAILED,
+            f"The SubagentRequest {card.request_namespace}/{card.request_name} no longer exists, "
+            "so the decision could not be handed to it.",
+        )
+    except StoreError as exc:
+        if exc.permanent:
+            return _finish(decision, Delivery.FAILED, f"The status write was refused: {exc}")
+        Decision.objects.filter(pk=decision.pk).update(delivery_detail=f"Waiting to retry: {exc}")
+        logger.warning("decision %s not written yet: %s", decision.pk, exc)
+        raise DeliveryPending(str(exc), getattr(exc, "retry_after", None)) from exc
+    return _finish(decision, Delivery.WRITTEN, f"Written to status.{field}.")
+
+
+@transaction.atomic
+def _finish(decision: Decision, delivery: str, detail: str) -> str:
+    updated = Decision.objects.filter(pk=decision.pk, delivery=Delivery.RECORDED).update(
+        delivery=delivery,
+        delivery_detail=detail,
+        written_at=timezone.now() if delivery == Delivery.WRITTEN else None,
+    )
+    if updated:
+        AuditEntry.objects.create(
+            action=AuditAction.WRITTEN if delivery == Delivery.WRITTEN else AuditAction.WRITE_FAILED,
+            card_id=decision.card_id,
+            request_ref=decision.card.request_ref,
+            category=decision.card.category,
+            outcome=decision.outcome,
+            detail=detail,
+        )
+    return delivery

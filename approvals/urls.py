@@ -1,0 +1,12 @@
+from django.urls import path
+
+from approvals import views
+
+app_name = "approvals"
+
+urlpatterns = [
+    path("inbox/", views.inbox, name="inbox"),
+    path("cards/<int:pk>/", views.card_detail, name="card"),
+    path("cards/<int:pk>/decide", views.card_decide_view, name="decide"),
+    path("audit/", views.audit_log, name="audit"),
+]

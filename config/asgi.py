@@ -1,0 +1,12 @@
+"""ASGI entry point, kept for websockets only; plain HTTP is served faster by WSGI workers."""
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+django_asgi_app = get_asgi_application()
+
+from channels.routing import ProtocolTypeRouter  # noqa: E402  (needs the apps loaded first)
+
+application = ProtocolTypeRouter({"http": django_asgi_app})

@@ -1,0 +1,14 @@
+from django.contrib import admin
+from django.urls import include, path
+from django.views.generic import RedirectView
+
+from approvals.views import ReviewerLoginView
+
+urlpatterns = [
+    path("", RedirectView.as_view(pattern_name="approvals:inbox", permanent=False)),
+    path("accounts/login/", ReviewerLoginView.as_view(), name="login"),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("admin/", admin.site.urls),
+    path("api/v1/", include("delegations.api_urls")),
+    path("", include("approvals.urls")),
+]

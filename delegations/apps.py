@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class DelegationsConfig(AppConfig):
+    name = "delegations"
+    verbose_name = "Delegations (agent side)"
