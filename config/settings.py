@@ -101,8 +101,11 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+# Production images run collectstatic into DJANGO_STATIC_ROOT; without it WhiteNoise serves the
+# files straight from the finders (the embedded default and tests).
+STATIC_ROOT = env_str("DJANGO_STATIC_ROOT") or None
 STATICFILES_DIRS = [BASE_DIR / "static"]
+WHITENOISE_USE_FINDERS = True
 
 SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", not DEBUG)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE

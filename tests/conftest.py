@@ -49,3 +49,9 @@ def team(db: None) -> None:
     factories.session("helper", parent="worker", input_channel=factories.binding("helper-parent", "agent"))
     factories.owned_tag("tag-logs", ALICE)
     factories.watch(BOB, "web")
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings: Any) -> None:
+    """PBKDF2's deliberate slowness only slows the suite; what is tested is who may sign in."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
