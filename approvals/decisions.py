@@ -84,7 +84,7 @@ def _closed_card_refusal(card: Card) -> DecisionResult:
     )
 
 
-def _may_decide(card: Card, email: str) -> bool:
+def may_decide(card: Card, email: str) -> bool:
     """Gate 4, read now and fully consistent; any doubt refuses (fail closed)."""
     if card.category == Category.DATA_SLOT_DISCLOSURE:
         try:
@@ -183,7 +183,7 @@ def _decide(
             card.pk,
         )
     # Gate 4: the person owns a source of the data, checked now.
-    if not _may_decide(card, identity.email):
+    if not may_decide(card, identity.email):
         return _refused(
             Refusal.NOT_AUTHORIZED,
             f"{identity.email} cannot speak for this data: only an owner of one of its sources "

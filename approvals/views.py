@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from approvals.decisions import card_decide
+from approvals.decisions import card_decide, may_decide
 from approvals.forms import DecisionForm, InboxFilterForm, ReviewerLoginForm
 from approvals.identity import Identity
 from approvals.models import AuditEntry, Card
@@ -69,7 +69,9 @@ def _card_page(
         question, input_slot, input_why = delegation_prompts(card.request)
     now = timezone.now()
     decidable = card.is_open and now < card.expires_at
+    email = Identity.of_user(request.user).email
     context = {
+        "may_decide": decidable and may_decide(card, email),
         "card": card,
         "decision": getattr(card, "decision", None),
         "form": form or DecisionForm(initial={"category": card.category}),

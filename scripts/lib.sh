@@ -37,9 +37,9 @@ python_env() {
     say "Installing Python packages ($1)"
     "$PY" -m pip install -q --upgrade pip >/dev/null
     if [ "$1" = "test" ]; then
-      "$PY" -m pip install -q -e "$ROOT[test]"
+      "$PY" -m pip install -q "$ROOT[test]"
     else
-      "$PY" -m pip install -q -e "$ROOT"
+      "$PY" -m pip install -q "$ROOT"
     fi
     touch "$stamp"
   fi
