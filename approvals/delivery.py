@@ -35,9 +35,7 @@ def decision_write_status(*, decision_id: int) -> str:
         return decision.delivery
     card = decision.card
     field = APPROVED_SLOTS if decision.outcome == CardState.APPROVED else DENIED_SLOTS
-    Decision.objects.filter(pk=decision.pk).update(
-        delivery_attempts=decision.delivery_attempts + 1
-    )
+    Decision.objects.filter(pk=decision.pk).update(delivery_attempts=decision.delivery_attempts + 1)
     try:
         append_decided_slot(
             store=get_store(),
@@ -72,7 +70,9 @@ def _finish(decision: Decision, delivery: str, detail: str) -> str:
     )
     if updated:
         AuditEntry.objects.create(
-            action=AuditAction.WRITTEN if delivery == Delivery.WRITTEN else AuditAction.WRITE_FAILED,
+            action=AuditAction.WRITTEN
+            if delivery == Delivery.WRITTEN
+            else AuditAction.WRITE_FAILED,
             card_id=decision.card_id,
             request_ref=decision.card.request_ref,
             category=decision.card.category,

@@ -52,7 +52,13 @@ def _session(ns: str, name: str, parent: str | None, binding: dict | None) -> di
 
 
 def _request(
-    ns: str, name: str, parent: str, cls: str, task: str, slots: list[tuple[str, str]], **status: Any
+    ns: str,
+    name: str,
+    parent: str,
+    cls: str,
+    task: str,
+    slots: list[tuple[str, str]],
+    **status: Any,
 ) -> dict[str, Any]:
     return {
         "metadata": {"namespace": ns, "name": name},
@@ -110,15 +116,51 @@ def _owners() -> None:
 
 def _lineage() -> None:
     objects = [
-        ("Channel", {"metadata": {"namespace": "demo", "name": "web-desk"}, "spec": {"kind": "browser"}}),
-        ("Channel", {"metadata": {"namespace": "demo", "name": "researcher-parent"}, "spec": {"kind": "agent"}}),
-        ("Channel", {"metadata": {"namespace": "demo", "name": "analyst-parent"}, "spec": {"kind": "agent"}}),
-        ("Channel", {"metadata": {"namespace": "payments", "name": "finance-slack"}, "spec": {"kind": "slack"}}),
-        ("Channel", {"metadata": {"namespace": "ops", "name": "ci-github"}, "spec": {"kind": "github", "role": "output"}}),
+        (
+            "Channel",
+            {"metadata": {"namespace": "demo", "name": "web-desk"}, "spec": {"kind": "browser"}},
+        ),
+        (
+            "Channel",
+            {
+                "metadata": {"namespace": "demo", "name": "researcher-parent"},
+                "spec": {"kind": "agent"},
+            },
+        ),
+        (
+            "Channel",
+            {
+                "metadata": {"namespace": "demo", "name": "analyst-parent"},
+                "spec": {"kind": "agent"},
+            },
+        ),
+        (
+            "Channel",
+            {
+                "metadata": {"namespace": "payments", "name": "finance-slack"},
+                "spec": {"kind": "slack"},
+            },
+        ),
+        (
+            "Channel",
+            {
+                "metadata": {"namespace": "ops", "name": "ci-github"},
+                "spec": {"kind": "github", "role": "output"},
+            },
+        ),
         ("AgentSession", _session("demo", "root", None, _binding("web-desk", "browser"))),
-        ("AgentSession", _session("demo", "researcher", "root", _binding("researcher-parent", "agent"))),
-        ("AgentSession", _session("demo", "analyst", "researcher", _binding("analyst-parent", "agent"))),
-        ("AgentSession", _session("payments", "assistant", None, _binding("finance-slack", "slack"))),
+        (
+            "AgentSession",
+            _session("demo", "researcher", "root", _binding("researcher-parent", "agent")),
+        ),
+        (
+            "AgentSession",
+            _session("demo", "analyst", "researcher", _binding("analyst-parent", "agent")),
+        ),
+        (
+            "AgentSession",
+            _session("payments", "assistant", None, _binding("finance-slack", "slack")),
+        ),
         ("AgentSession", _session("ops", "nightly-ci", None, _binding("ci-github", "github"))),
     ]
     for kind, obj in objects:
@@ -128,26 +170,38 @@ def _lineage() -> None:
 def _requests() -> list[dict[str, Any]]:
     return [
         _request(
-            "demo", "summarize-incident", "root", "log-summarizer",
+            "demo",
+            "summarize-incident",
+            "root",
+            "log-summarizer",
             "Summarise last night's checkout outage for the post-mortem: timeline, blast radius, "
             "and the first error.",
             [("logs", "tag-prod-logs")],
             **_awaiting(2, [("logs", "tag-prod-logs")]),
         ),
         _request(
-            "demo", "review-diff", "researcher", "code-reviewer",
+            "demo",
+            "review-diff",
+            "researcher",
+            "code-reviewer",
             "Review PR 4812 for security issues and check it against the open support tickets.",
             [("diff", "tag-pr-diff"), ("tickets", "tag-tickets")],
             **_awaiting(5, [("diff", "tag-pr-diff"), ("tickets", "tag-tickets")]),
         ),
         _request(
-            "demo", "deep-dive", "analyst", "data-analyst",
+            "demo",
+            "deep-dive",
+            "analyst",
+            "data-analyst",
             "Find which customer segment drove the revenue dip in week 9.",
             [("metrics", "tag-metrics")],
             **_awaiting(8, [("metrics", "tag-metrics")]),
         ),
         _request(
-            "demo", "fix-build", "researcher", "build-fixer",
+            "demo",
+            "fix-build",
+            "researcher",
+            "build-fixer",
             "Get the payments-api main branch green again.",
             [],
             **_awaiting(
@@ -163,41 +217,60 @@ def _requests() -> list[dict[str, Any]]:
             ),
         ),
         _request(
-            "demo", "draft-reply", "root", "writer",
+            "demo",
+            "draft-reply",
+            "root",
+            "writer",
             "Draft a reply to the customer who was double-charged.",
             [],
             phase="AwaitingParent",
-            message="Should the reply mention the refund amount, or only that a refund is on its way?",
+            message="Should the reply mention the refund amount, or only that a refund is "
+            "on its way?",
             exchange=1,
             exchangesRemaining=2,
             awaitingParentSince=_stamp(4),
         ),
         _request(
-            "demo", "export-hr", "root", "report-writer",
+            "demo",
+            "export-hr",
+            "root",
+            "report-writer",
             "Prepare the quarterly headcount report.",
             [("records", "tag-hr-records")],
             **_awaiting(6, [("records", "tag-hr-records")]),
         ),
         _request(
-            "demo", "triage-alert", "root", "triager",
+            "demo",
+            "triage-alert",
+            "root",
+            "triager",
             "Triage the 03:12 pager alert and propose an owner.",
             [("alert", "tag-alerts")],
             **_awaiting(10, [("alert", "tag-alerts")]),
         ),
         _request(
-            "demo", "old-audit", "root", "auditor",
+            "demo",
+            "old-audit",
+            "root",
+            "auditor",
             "Cross-check February's ledger against bank statements.",
             [("ledger", "tag-ledger")],
             **_awaiting(45, [("ledger", "tag-ledger")]),
         ),
         _request(
-            "payments", "reconcile-march", "assistant", "reconciler",
+            "payments",
+            "reconcile-march",
+            "assistant",
+            "reconciler",
             "Reconcile March invoices against payouts and list mismatches.",
             [("invoices", "tag-invoices")],
             **_awaiting(1, [("invoices", "tag-invoices")]),
         ),
         _request(
-            "ops", "nightly-export", "nightly-ci", "exporter",
+            "ops",
+            "nightly-export",
+            "nightly-ci",
+            "exporter",
             "Export yesterday's error logs to the analytics bucket.",
             [("dump", "tag-prod-logs")],
             **_awaiting(7, [("dump", "tag-prod-logs")]),
@@ -207,7 +280,9 @@ def _requests() -> list[dict[str, Any]]:
 
 def _settle_history() -> None:
     """The already-decided and the expired delegations, taken the way they happen for real."""
-    decided = Card.objects.filter(request_ref="dsd-triage-alert-alert", request_namespace="demo").first()
+    decided = Card.objects.filter(
+        request_ref="dsd-triage-alert-alert", request_namespace="demo"
+    ).first()
     if decided is not None and decided.is_open:
         card_decide(
             card_id=decided.pk,
@@ -250,6 +325,8 @@ def load() -> None:
         _lineage()
         for obj in _requests():
             meta = obj["metadata"]
-            if not SubagentRequest.objects.filter(namespace=meta["namespace"], name=meta["name"]).exists():
+            if not SubagentRequest.objects.filter(
+                namespace=meta["namespace"], name=meta["name"]
+            ).exists():
                 services.object_apply("SubagentRequest", obj)
     _settle_history()

@@ -175,7 +175,8 @@ class Card(models.Model):
     def route_display(self) -> str:
         if self.undeliverable:
             return "not delivered"
-        return f"{self.route_channel_kind} channel {self.route_channel_namespace}/{self.route_channel_name}"
+        channel = f"{self.route_channel_namespace}/{self.route_channel_name}"
+        return f"{self.route_channel_kind} channel {channel}"
 
 
 class CardApprover(models.Model):
@@ -192,6 +193,9 @@ class CardApprover(models.Model):
             models.UniqueConstraint(fields=["card", "email"], name="cardapprover_unique")
         ]
         indexes = [models.Index(fields=["email"])]
+
+    def __str__(self) -> str:
+        return f"{self.email} may decide card {self.card_id}"
 
 
 class DecisionChannel(models.TextChoices):

@@ -128,7 +128,5 @@ def delegation_prompts_routed_to(email: str) -> list[DelegationPrompt]:
             (route.owner.namespace, str((route.binding or {}).get("name", ""))) in watched
         )
         if routed_here or request.uid in approver_of:
-            prompts.append(
-                DelegationPrompt(request, question, slot, why, route.asking_chain)
-            )
+            prompts.append(DelegationPrompt(request, question, slot, why, route.asking_chain))
     return prompts

@@ -22,5 +22,7 @@ def write_decision_status(self, decision_id: int) -> str:  # type: ignore[no-unt
     except DeliveryPending as exc:
         if self.request.is_eager:
             return "recorded"
-        countdown = exc.retry_after or min(RETRY_BACKOFF_CAP_SECONDS, 2 ** min(self.request.retries, 8))
+        countdown = exc.retry_after or min(
+            RETRY_BACKOFF_CAP_SECONDS, 2 ** min(self.request.retries, 8)
+        )
         raise self.retry(countdown=countdown) from exc

@@ -47,12 +47,12 @@ class PlatformObject(models.Model):
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
 
-    def copy_columns(self) -> None:
-        """Refresh the filter columns from spec/status; subclasses add theirs."""
-
     def save(self, *args: Any, **kwargs: Any) -> None:
         self.copy_columns()
         super().save(*args, **kwargs)
+
+    def copy_columns(self) -> None:
+        """Refresh the filter columns from spec/status; subclasses add theirs."""
 
     def as_kubernetes_object(self) -> dict[str, Any]:
         """The object as the API server would return it."""

@@ -60,7 +60,9 @@ class ChannelRole(StrEnum):
 
 
 # Whether a person reads a channel is a property of its kind, not a field of the Channel.
-_HUMAN_KINDS = frozenset({ChannelKind.SLACK, ChannelKind.BROWSER, ChannelKind.LOCAL, ChannelKind.FAKE})
+_HUMAN_KINDS = frozenset(
+    {ChannelKind.SLACK, ChannelKind.BROWSER, ChannelKind.LOCAL, ChannelKind.FAKE}
+)
 _MACHINE_KINDS = frozenset({ChannelKind.AGENT, ChannelKind.BENTO, ChannelKind.GITHUB})
 
 

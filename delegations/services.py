@@ -26,7 +26,9 @@ def announce_subagent_request(request: SubagentRequest) -> None:
 
 
 @transaction.atomic
-def object_apply(kind: str, obj: dict[str, Any], *, origin: str = Origin.DATABASE) -> PlatformObject:
+def object_apply(
+    kind: str, obj: dict[str, Any], *, origin: str = Origin.DATABASE
+) -> PlatformObject:
     """Create or update the mirror of one object; returns the stored row.
 
     Validates like the API server (raises ObjectInvalid naming the field) and prunes undeclared
@@ -38,9 +40,11 @@ def object_apply(kind: str, obj: dict[str, Any], *, origin: str = Origin.DATABAS
     clean = validate_object(kind, obj)
     metadata = obj["metadata"]
     model = _MODELS[kind]
-    row = model.objects.select_for_update().filter(
-        namespace=metadata["namespace"], name=metadata["name"]
-    ).first()
+    row = (
+        model.objects.select_for_update()
+        .filter(namespace=metadata["namespace"], name=metadata["name"])
+        .first()
+    )
     uid = metadata.get("uid")
     if row is not None and uid and row.uid != uid:
         _delete_row(row)
@@ -51,8 +55,13 @@ def object_apply(kind: str, obj: dict[str, Any], *, origin: str = Origin.DATABAS
         row = model(namespace=metadata["namespace"], name=metadata["name"], origin=origin)
         if uid:
             row.uid = uid
-    elif row.spec == spec and row.status == clean["status"] and row.labels == labels and not (
-        origin == Origin.KUBERNETES and metadata.get("resourceVersion") != row.resource_version
+    elif (
+        row.spec == spec
+        and row.status == clean["status"]
+        and row.labels == labels
+        and not (
+            origin == Origin.KUBERNETES and metadata.get("resourceVersion") != row.resource_version
+        )
     ):
         return row
     elif origin == Origin.DATABASE:

@@ -117,7 +117,9 @@ def _check_metadata(metadata: Any, errors: list[FieldError]) -> dict[str, Any]:
         errors.append(FieldError("metadata.name", "is required"))
     elif len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
         errors.append(
-            FieldError("metadata.name", "must be a lowercase RFC 1123 subdomain (a-z, 0-9, '-', '.')")
+            FieldError(
+                "metadata.name", "must be a lowercase RFC 1123 subdomain (a-z, 0-9, '-', '.')"
+            )
         )
     if not isinstance(namespace, str) or not namespace:
         errors.append(FieldError("metadata.namespace", "is required"))

@@ -45,8 +45,12 @@ def team(db: None) -> None:
     factories.channel("worker-parent", "agent")
     factories.channel("helper-parent", "agent")
     factories.session("root", input_channel=factories.binding("web", "browser"))
-    factories.session("worker", parent="root", input_channel=factories.binding("worker-parent", "agent"))
-    factories.session("helper", parent="worker", input_channel=factories.binding("helper-parent", "agent"))
+    factories.session(
+        "worker", parent="root", input_channel=factories.binding("worker-parent", "agent")
+    )
+    factories.session(
+        "helper", parent="worker", input_channel=factories.binding("helper-parent", "agent")
+    )
     factories.owned_tag("tag-logs", ALICE)
     factories.watch(BOB, "web")
 

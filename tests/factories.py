@@ -40,7 +40,9 @@ def session(
         spec["inputChannel"] = input_channel
     if output_channel:
         spec["outputChannel"] = output_channel
-    row = services.object_apply("AgentSession", {"metadata": {"namespace": ns, "name": name}, "spec": spec})
+    row = services.object_apply(
+        "AgentSession", {"metadata": {"namespace": ns, "name": name}, "spec": spec}
+    )
     assert isinstance(row, AgentSession)
     return row
 

@@ -81,7 +81,9 @@ def test_a_request_nobody_owns_the_data_of_is_stored_undelivered_and_logged(team
     assert card.undeliverable == Undeliverable.NO_APPROVERS
     assert card.approvers.count() == 0
     assert "dsd-orphan-records" in caplog.text and "not delivered" in caplog.text
-    assert AuditEntry.objects.filter(action="undeliverable", request_ref="dsd-orphan-records").exists()
+    assert AuditEntry.objects.filter(
+        action="undeliverable", request_ref="dsd-orphan-records"
+    ).exists()
 
 
 def test_a_tag_with_no_recorded_source_has_nobody_to_ask(team):
@@ -123,9 +125,7 @@ def test_a_slot_decided_on_another_surface_closes_its_card_with_that_outcome(tea
 
 def test_a_request_that_moves_on_resolves_its_open_cards(team):
     subagent_request("moving")
-    services.object_apply(
-        "SubagentRequest", request_object("moving", pending=[], phase="Running")
-    )
+    services.object_apply("SubagentRequest", request_object("moving", pending=[], phase="Running"))
     card = card_for("moving")
     assert card.state == CardState.RESOLVED
     assert "Running" in card.close_detail

@@ -148,7 +148,9 @@ def test_a_card_closed_by_the_platform_is_already_resolved(team):
 
 
 def test_a_card_that_does_not_exist_is_already_resolved(team):
-    result = card_decide(card_id=999999, identity=Identity(ALICE), action_id="approve", channel="web")
+    result = card_decide(
+        card_id=999999, identity=Identity(ALICE), action_id="approve", channel="web"
+    )
     assert result.refusal == Refusal.ALREADY_RESOLVED
 
 
@@ -223,8 +225,12 @@ def test_writing_the_status_is_idempotent(team):
     subagent_request("r")
     for _ in range(3):
         append_decided_slot(
-            store=DatabaseStore(), namespace="team", name="r",
-            field="approvedDataSlots", slot="logs", tag_id="tag-logs",
+            store=DatabaseStore(),
+            namespace="team",
+            name="r",
+            field="approvedDataSlots",
+            slot="logs",
+            tag_id="tag-logs",
         )
     assert status_of("r")["approvedDataSlots"] == [SLOT]
 
@@ -233,8 +239,12 @@ def test_the_status_writer_refuses_to_write_any_other_field(team):
     subagent_request("r")
     with pytest.raises(ValueError, match="only"):
         append_decided_slot(
-            store=DatabaseStore(), namespace="team", name="r",
-            field="boundDataSlots", slot="logs", tag_id="tag-logs",
+            store=DatabaseStore(),
+            namespace="team",
+            name="r",
+            field="boundDataSlots",
+            slot="logs",
+            tag_id="tag-logs",
         )
 
 
@@ -268,8 +278,12 @@ def test_a_conflicting_operator_write_is_retried_and_both_writes_survive(team, m
 
     monkeypatch.setattr(store, "read_subagent_request", read_then_operator_writes)
     append_decided_slot(
-        store=store, namespace="team", name="r",
-        field="approvedDataSlots", slot="logs", tag_id="tag-logs",
+        store=store,
+        namespace="team",
+        name="r",
+        field="approvedDataSlots",
+        slot="logs",
+        tag_id="tag-logs",
     )
     status = status_of("r")
     assert status["approvedDataSlots"] == [SLOT]

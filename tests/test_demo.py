@@ -10,7 +10,7 @@ from delegations.models import AgentSession, SubagentRequest
 
 
 def load_demo(*args: str) -> None:
-    call_command("demo", *args, stdout=open("/dev/null", "w"))  # noqa: SIM115
+    call_command("demo", *args, stdout=open("/dev/null", "w"))
 
 
 def world() -> tuple:
@@ -30,8 +30,12 @@ def test_the_demo_loads_every_state_a_reviewer_meets(db):
     assert Card.objects.filter(undeliverable=Undeliverable.NO_HUMAN_CHANNEL).exists()
     assert Card.objects.filter(state=CardState.APPROVED).count() == 1
     assert Card.objects.filter(state=CardState.EXPIRED).count() == 1
-    assert SubagentRequest.objects.filter(phase="AwaitingParent").exclude(status__message="").exists()
-    assert any(r.status.get("inputRequest", {}).get("pending") for r in SubagentRequest.objects.all())
+    assert (
+        SubagentRequest.objects.filter(phase="AwaitingParent").exclude(status__message="").exists()
+    )
+    assert any(
+        r.status.get("inputRequest", {}).get("pending") for r in SubagentRequest.objects.all()
+    )
     assert Card.objects.exclude(asking_chain=[]).exists()
     grandchild = AgentSession.objects.get(namespace="demo", name="analyst")
     assert grandchild.parent_name == "researcher"

@@ -169,7 +169,12 @@ def test_a_walk_that_needs_17_hops_is_a_cycle_error():
 
 def test_parents_in_another_namespace_are_followed(db):
     session("root", ns="platform", input_channel=binding("web", "browser"))
-    session("child", ns="team", parent="root", parent_ns="platform", input_channel=binding("a", "agent"))
+    session(
+        "child", ns="team", parent="root", parent_ns="platform", input_channel=binding("a", "agent")
+    )
     route = route_prompt(ref("child"), DatabaseSessionReader())
     assert route.owner == SessionRef("platform", "root")
-    assert route.asking_chain == [{"ns": "team", "name": "child"}, {"ns": "platform", "name": "root"}]
+    assert route.asking_chain == [
+        {"ns": "team", "name": "child"},
+        {"ns": "platform", "name": "root"},
+    ]

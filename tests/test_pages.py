@@ -9,7 +9,7 @@ from django.urls import reverse
 from approvals.models import AuditEntry, CardState, Decision
 from delegations.models import SubagentRequest
 from tests import factories
-from tests.conftest import ALICE, BOB, PASSWORD
+from tests.conftest import ALICE, PASSWORD
 from tests.factories import card_for, subagent_request
 
 
@@ -75,7 +75,12 @@ def test_cards_routed_elsewhere_do_not_show(as_alice, charlie):
     subagent_request("theirs", ns="other", parent="other-root", slots=[("x", "tag-secret")])
     page = as_alice.get(reverse("approvals:inbox"))
     assert list(page.context["page"].object_list) == []
-    assert as_alice.get(reverse("approvals:card", args=[card_for("theirs", "x", "other").pk])).status_code == 404
+    assert (
+        as_alice.get(
+            reverse("approvals:card", args=[card_for("theirs", "x", "other").pk])
+        ).status_code
+        == 404
+    )
 
 
 def test_a_watcher_of_the_channel_sees_the_card_but_is_told_who_can_decide(as_bob):
@@ -116,7 +121,12 @@ def test_the_card_page_shows_the_whole_context_and_the_two_actions(as_alice):
         "ctx",
         parent="helper",
         phase="AwaitingDisclosure",
-        inputRequest={"slot": "logs", "why": "To find the first error.", "exchange": 1, "pending": True},
+        inputRequest={
+            "slot": "logs",
+            "why": "To find the first error.",
+            "exchange": 1,
+            "pending": True,
+        },
     )
     html = as_alice.get(reverse("approvals:card", args=[card_for("ctx").pk])).content.decode()
     for expected in (
@@ -172,7 +182,10 @@ def test_an_expired_card_has_no_buttons_and_says_why(as_alice):
     ("data", "message"),
     [
         ({"category": "data_slot_disclosure"}, "Decision: This field is required."),
-        ({"action": "launch", "category": "data_slot_disclosure"}, "Decision: Select a valid choice"),
+        (
+            {"action": "launch", "category": "data_slot_disclosure"},
+            "Decision: Select a valid choice",
+        ),
         ({"action": "approve"}, "Request kind: This field is required."),
         ({"action": "approve", "category": "tool_approval"}, "Request kind: Select a valid choice"),
         (
@@ -197,7 +210,9 @@ def test_deciding_needs_post(as_alice):
 
 
 def test_words_written_by_agents_are_shown_as_text(as_alice):
-    hostile = '<script>alert(1)</script><b>bold</b> [click](https://evil.example) https://evil.example'
+    hostile = (
+        "<script>alert(1)</script><b>bold</b> [click](https://evil.example) https://evil.example"
+    )
     subagent_request(
         "xss",
         task=hostile,
@@ -227,15 +242,27 @@ def test_very_long_agent_words_are_bounded(as_alice):
 
 def test_the_inbox_shows_child_questions_and_input_requests_of_my_delegations(as_alice):
     subagent_request(
-        "asking", parent="worker", pending=[], phase="AwaitingParent",
+        "asking",
+        parent="worker",
+        pending=[],
+        phase="AwaitingParent",
         message="Which region should I check first?",
     )
     subagent_request(
-        "wanting", pending=[], phase="Running",
-        inputRequest={"slot": "metrics", "why": "To compare with last week.", "exchange": 2, "pending": True},
+        "wanting",
+        pending=[],
+        phase="Running",
+        inputRequest={
+            "slot": "metrics",
+            "why": "To compare with last week.",
+            "exchange": 2,
+            "pending": True,
+        },
     )
     subagent_request(
-        "answered", pending=[], phase="Running",
+        "answered",
+        pending=[],
+        phase="Running",
         inputRequest={"slot": "metrics", "why": "Old ask.", "exchange": 1, "pending": False},
     )
     factories.watch(ALICE, "web")

@@ -5,175 +5,370 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('delegations', '0001_initial'),
+        ("delegations", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='AuditEntry',
+            name="AuditEntry",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('action', models.CharField(choices=[('decided', 'decision recorded'), ('refused', 'attempt refused'), ('written', 'status written'), ('write_failed', 'status write failed'), ('closed', 'card closed by the platform'), ('undeliverable', 'card not delivered')], max_length=16)),
-                ('actor_email', models.CharField(blank=True, max_length=254)),
-                ('actor_subject', models.CharField(blank=True, max_length=400)),
-                ('channel', models.CharField(blank=True, max_length=16)),
-                ('card_id', models.BigIntegerField(blank=True, db_index=True, null=True)),
-                ('request_ref', models.CharField(blank=True, max_length=400)),
-                ('category', models.CharField(blank=True, max_length=64)),
-                ('outcome', models.CharField(blank=True, help_text='Outcome or reason class.', max_length=32)),
-                ('detail', models.TextField(blank=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                (
+                    "action",
+                    models.CharField(
+                        choices=[
+                            ("decided", "decision recorded"),
+                            ("refused", "attempt refused"),
+                            ("written", "status written"),
+                            ("write_failed", "status write failed"),
+                            ("closed", "card closed by the platform"),
+                            ("undeliverable", "card not delivered"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("actor_email", models.CharField(blank=True, max_length=254)),
+                ("actor_subject", models.CharField(blank=True, max_length=400)),
+                ("channel", models.CharField(blank=True, max_length=16)),
+                ("card_id", models.BigIntegerField(blank=True, db_index=True, null=True)),
+                ("request_ref", models.CharField(blank=True, max_length=400)),
+                ("category", models.CharField(blank=True, max_length=64)),
+                (
+                    "outcome",
+                    models.CharField(
+                        blank=True, help_text="Outcome or reason class.", max_length=32
+                    ),
+                ),
+                ("detail", models.TextField(blank=True)),
             ],
             options={
-                'verbose_name_plural': 'audit entries',
-                'ordering': ['-at', '-id'],
+                "verbose_name_plural": "audit entries",
+                "ordering": ["-at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='Card',
+            name="Card",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('category', models.CharField(choices=[('data_slot_disclosure', 'Data slot disclosure')], max_length=64)),
-                ('request_ref', models.CharField(max_length=400)),
-                ('session_namespace', models.CharField(help_text='The asking session.', max_length=63)),
-                ('session_name', models.CharField(max_length=253)),
-                ('request_namespace', models.CharField(blank=True, max_length=63)),
-                ('request_name', models.CharField(blank=True, max_length=253)),
-                ('request_uid', models.CharField(blank=True, max_length=64)),
-                ('slot', models.CharField(blank=True, max_length=64)),
-                ('tag_id', models.CharField(blank=True, help_text='Never shown to reviewers.', max_length=256)),
-                ('lead', models.TextField()),
-                ('fields', models.JSONField(default=list, help_text='[{"label": ..., "value": ...}]')),
-                ('actions', models.JSONField(default=list, help_text='[{"id": ..., "label": ..., "style": ...}]')),
-                ('asking_chain', models.JSONField(blank=True, default=list)),
-                ('source_resources', models.JSONField(blank=True, default=list)),
-                ('route_channel_namespace', models.CharField(blank=True, max_length=63)),
-                ('route_channel_name', models.CharField(blank=True, max_length=253)),
-                ('route_channel_kind', models.CharField(blank=True, max_length=32)),
-                ('route_owner_namespace', models.CharField(blank=True, max_length=63)),
-                ('route_owner_name', models.CharField(blank=True, max_length=253)),
-                ('undeliverable', models.CharField(blank=True, choices=[('no_human_channel', 'No session in the lineage has a channel a person reads'), ('no_approvers', 'Nobody can speak for this data (no source or no owner)'), ('routing_error', 'The lineage could not be walked')], max_length=32)),
-                ('undeliverable_detail', models.TextField(blank=True)),
-                ('state', models.CharField(choices=[('open', 'Waiting for a decision'), ('approved', 'Shared'), ('denied', 'Not shared'), ('expired', 'Timed out'), ('resolved', 'Closed by the platform')], default='open', max_length=16)),
-                ('raised_at', models.DateTimeField(auto_now_add=True)),
-                ('expires_at', models.DateTimeField()),
-                ('closed_at', models.DateTimeField(blank=True, null=True)),
-                ('close_detail', models.TextField(blank=True)),
-                ('request', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='cards', to='delegations.subagentrequest')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "category",
+                    models.CharField(
+                        choices=[("data_slot_disclosure", "Data slot disclosure")], max_length=64
+                    ),
+                ),
+                ("request_ref", models.CharField(max_length=400)),
+                (
+                    "session_namespace",
+                    models.CharField(help_text="The asking session.", max_length=63),
+                ),
+                ("session_name", models.CharField(max_length=253)),
+                ("request_namespace", models.CharField(blank=True, max_length=63)),
+                ("request_name", models.CharField(blank=True, max_length=253)),
+                ("request_uid", models.CharField(blank=True, max_length=64)),
+                ("slot", models.CharField(blank=True, max_length=64)),
+                (
+                    "tag_id",
+                    models.CharField(
+                        blank=True, help_text="Never shown to reviewers.", max_length=256
+                    ),
+                ),
+                ("lead", models.TextField()),
+                (
+                    "fields",
+                    models.JSONField(default=list, help_text='[{"label": ..., "value": ...}]'),
+                ),
+                (
+                    "actions",
+                    models.JSONField(
+                        default=list, help_text='[{"id": ..., "label": ..., "style": ...}]'
+                    ),
+                ),
+                ("asking_chain", models.JSONField(blank=True, default=list)),
+                ("source_resources", models.JSONField(blank=True, default=list)),
+                ("route_channel_namespace", models.CharField(blank=True, max_length=63)),
+                ("route_channel_name", models.CharField(blank=True, max_length=253)),
+                ("route_channel_kind", models.CharField(blank=True, max_length=32)),
+                ("route_owner_namespace", models.CharField(blank=True, max_length=63)),
+                ("route_owner_name", models.CharField(blank=True, max_length=253)),
+                (
+                    "undeliverable",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            (
+                                "no_human_channel",
+                                "No session in the lineage has a channel a person reads",
+                            ),
+                            (
+                                "no_approvers",
+                                "Nobody can speak for this data (no source or no owner)",
+                            ),
+                            ("routing_error", "The lineage could not be walked"),
+                        ],
+                        max_length=32,
+                    ),
+                ),
+                ("undeliverable_detail", models.TextField(blank=True)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("open", "Waiting for a decision"),
+                            ("approved", "Shared"),
+                            ("denied", "Not shared"),
+                            ("expired", "Timed out"),
+                            ("resolved", "Closed by the platform"),
+                        ],
+                        default="open",
+                        max_length=16,
+                    ),
+                ),
+                ("raised_at", models.DateTimeField(auto_now_add=True)),
+                ("expires_at", models.DateTimeField()),
+                ("closed_at", models.DateTimeField(blank=True, null=True)),
+                ("close_detail", models.TextField(blank=True)),
+                (
+                    "request",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="cards",
+                        to="delegations.subagentrequest",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['expires_at', 'id'],
+                "ordering": ["expires_at", "id"],
             },
         ),
         migrations.CreateModel(
-            name='CardApprover',
+            name="CardApprover",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('email', models.EmailField(max_length=254)),
-                ('card', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='approvers', to='approvals.card')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("email", models.EmailField(max_length=254)),
+                (
+                    "card",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="approvers",
+                        to="approvals.card",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='ChannelWatcher',
+            name="ChannelWatcher",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('channel_namespace', models.CharField(max_length=63)),
-                ('channel_name', models.CharField(max_length=253)),
-                ('email', models.EmailField(max_length=254)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("channel_namespace", models.CharField(max_length=63)),
+                ("channel_name", models.CharField(max_length=253)),
+                ("email", models.EmailField(max_length=254)),
             ],
             options={
-                'ordering': ['channel_namespace', 'channel_name', 'email'],
-                'constraints': [models.UniqueConstraint(fields=('channel_namespace', 'channel_name', 'email'), name='channelwatcher_unique')],
+                "ordering": ["channel_namespace", "channel_name", "email"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("channel_namespace", "channel_name", "email"),
+                        name="channelwatcher_unique",
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Decision',
+            name="Decision",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('outcome', models.CharField(choices=[('approved', 'approved'), ('denied', 'denied')], max_length=16)),
-                ('action_id', models.CharField(max_length=64)),
-                ('decided_by_email', models.EmailField(max_length=254)),
-                ('decided_by_subject', models.CharField(max_length=400)),
-                ('decided_at', models.DateTimeField()),
-                ('channel', models.CharField(choices=[('web', 'web'), ('slack', 'Slack'), ('api', 'API')], max_length=16)),
-                ('reason', models.TextField(blank=True)),
-                ('delivery', models.CharField(choices=[('recorded', 'Recorded here, not yet written to the SubagentRequest'), ('written', 'Written to the SubagentRequest'), ('failed', 'Could not be written')], default='recorded', max_length=16)),
-                ('delivery_attempts', models.PositiveIntegerField(default=0)),
-                ('delivery_detail', models.TextField(blank=True)),
-                ('written_at', models.DateTimeField(blank=True, null=True)),
-                ('card', models.OneToOneField(on_delete=django.db.models.deletion.PROTECT, related_name='decision', to='approvals.card')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "outcome",
+                    models.CharField(
+                        choices=[("approved", "approved"), ("denied", "denied")], max_length=16
+                    ),
+                ),
+                ("action_id", models.CharField(max_length=64)),
+                ("decided_by_email", models.EmailField(max_length=254)),
+                ("decided_by_subject", models.CharField(max_length=400)),
+                ("decided_at", models.DateTimeField()),
+                (
+                    "channel",
+                    models.CharField(
+                        choices=[("web", "web"), ("slack", "Slack"), ("api", "API")], max_length=16
+                    ),
+                ),
+                ("reason", models.TextField(blank=True)),
+                (
+                    "delivery",
+                    models.CharField(
+                        choices=[
+                            ("recorded", "Recorded here, not yet written to the SubagentRequest"),
+                            ("written", "Written to the SubagentRequest"),
+                            ("failed", "Could not be written"),
+                        ],
+                        default="recorded",
+                        max_length=16,
+                    ),
+                ),
+                ("delivery_attempts", models.PositiveIntegerField(default=0)),
+                ("delivery_detail", models.TextField(blank=True)),
+                ("written_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "card",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="decision",
+                        to="approvals.card",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='SourceResource',
+            name="SourceResource",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(help_text='e.g. repository, mailbox, database', max_length=64)),
-                ('name', models.CharField(max_length=255)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(help_text="e.g. repository, mailbox, database", max_length=64),
+                ),
+                ("name", models.CharField(max_length=255)),
             ],
             options={
-                'ordering': ['kind', 'name'],
-                'constraints': [models.UniqueConstraint(fields=('kind', 'name'), name='sourceresource_unique')],
+                "ordering": ["kind", "name"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("kind", "name"), name="sourceresource_unique")
+                ],
             },
         ),
         migrations.CreateModel(
-            name='ResourceOwner',
+            name="ResourceOwner",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('email', models.EmailField(help_text="The owner's verified email (their identity).", max_length=254)),
-                ('resource', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='owners', to='approvals.sourceresource')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "email",
+                    models.EmailField(
+                        help_text="The owner's verified email (their identity).", max_length=254
+                    ),
+                ),
+                (
+                    "resource",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="owners",
+                        to="approvals.sourceresource",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['resource', 'email'],
+                "ordering": ["resource", "email"],
             },
         ),
         migrations.CreateModel(
-            name='DataTag',
+            name="DataTag",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('tag_id', models.CharField(max_length=256, unique=True, verbose_name='tag ID')),
-                ('label', models.CharField(blank=True, help_text='For operators; never on cards.', max_length=200)),
-                ('sources', models.ManyToManyField(blank=True, related_name='tags', to='approvals.sourceresource')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("tag_id", models.CharField(max_length=256, unique=True, verbose_name="tag ID")),
+                (
+                    "label",
+                    models.CharField(
+                        blank=True, help_text="For operators; never on cards.", max_length=200
+                    ),
+                ),
+                (
+                    "sources",
+                    models.ManyToManyField(
+                        blank=True, related_name="tags", to="approvals.sourceresource"
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'data tag',
-                'ordering': ['tag_id'],
+                "verbose_name": "data tag",
+                "ordering": ["tag_id"],
             },
         ),
         migrations.AddIndex(
-            model_name='card',
-            index=models.Index(fields=['state', 'expires_at'], name='approvals_c_state_4324c5_idx'),
+            model_name="card",
+            index=models.Index(fields=["state", "expires_at"], name="approvals_c_state_4324c5_idx"),
         ),
         migrations.AddIndex(
-            model_name='card',
-            index=models.Index(fields=['route_channel_namespace', 'route_channel_name'], name='approvals_c_route_c_e41992_idx'),
+            model_name="card",
+            index=models.Index(
+                fields=["route_channel_namespace", "route_channel_name"],
+                name="approvals_c_route_c_e41992_idx",
+            ),
         ),
         migrations.AddIndex(
-            model_name='card',
-            index=models.Index(fields=['request_ref'], name='approvals_c_request_4eaba2_idx'),
+            model_name="card",
+            index=models.Index(fields=["request_ref"], name="approvals_c_request_4eaba2_idx"),
         ),
         migrations.AddConstraint(
-            model_name='card',
-            constraint=models.UniqueConstraint(condition=models.Q(('category', 'data_slot_disclosure')), fields=('category', 'request_uid', 'slot', 'tag_id'), name='card_one_per_pending_slot'),
+            model_name="card",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("category", "data_slot_disclosure")),
+                fields=("category", "request_uid", "slot", "tag_id"),
+                name="card_one_per_pending_slot",
+            ),
         ),
         migrations.AddIndex(
-            model_name='cardapprover',
-            index=models.Index(fields=['email'], name='approvals_c_email_607b49_idx'),
+            model_name="cardapprover",
+            index=models.Index(fields=["email"], name="approvals_c_email_607b49_idx"),
         ),
         migrations.AddConstraint(
-            model_name='cardapprover',
-            constraint=models.UniqueConstraint(fields=('card', 'email'), name='cardapprover_unique'),
+            model_name="cardapprover",
+            constraint=models.UniqueConstraint(
+                fields=("card", "email"), name="cardapprover_unique"
+            ),
         ),
         migrations.AddIndex(
-            model_name='decision',
-            index=models.Index(fields=['delivery'], name='approvals_d_deliver_b86b2c_idx'),
+            model_name="decision",
+            index=models.Index(fields=["delivery"], name="approvals_d_deliver_b86b2c_idx"),
         ),
         migrations.AddConstraint(
-            model_name='resourceowner',
-            constraint=models.UniqueConstraint(fields=('resource', 'email'), name='resourceowner_unique'),
+            model_name="resourceowner",
+            constraint=models.UniqueConstraint(
+                fields=("resource", "email"), name="resourceowner_unique"
+            ),
         ),
     ]

@@ -1,4 +1,4 @@
-"""Debian's Chromium, driven by Playwright, against the real pages on pytest-django's live server."""
+"""Debian's Chromium, driven by Playwright, against the real pages on the live test server."""
 
 from __future__ import annotations
 

@@ -83,7 +83,12 @@ def test_agent_words_are_shown_as_inert_text(page, alice, team):
         "hostile",
         task=f"{script} {html} {link}",
         phase="AwaitingDisclosure",
-        inputRequest={"slot": "logs", "why": f"why {script} {link}", "exchange": 1, "pending": True},
+        inputRequest={
+            "slot": "logs",
+            "why": f"why {script} {link}",
+            "exchange": 1,
+            "pending": True,
+        },
     )
     subagent_request(
         "asking", pending=[], phase="AwaitingParent", message=f"question {html} {link}"
@@ -91,7 +96,10 @@ def test_agent_words_are_shown_as_inert_text(page, alice, team):
     factories.watch(ALICE, "web")
     sign_in(page, ALICE, PASSWORD)
     inbox_text = page.locator("main").inner_text()
-    assert "<b>bold</b>" in inbox_text and "[claim your prize](https://evil.example/steal)" in inbox_text
+    assert (
+        "<b>bold</b>" in inbox_text
+        and "[claim your prize](https://evil.example/steal)" in inbox_text
+    )
     page.get_by_role("link", name="Review dsd-hostile-logs").click()
     page.get_by_role("button", name="Share it").wait_for()
     text = page.locator("main").inner_text()
