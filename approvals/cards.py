@@ -100,6 +100,13 @@ def cards_close_for_deleted_request(*, uid: str) -> None:
         card_close(card=card, state=CardState.RESOLVED, detail="The SubagentRequest was deleted.")
 
 
+def schedule_pending_interaction_sync(card_id: int) -> None:
+    """After commit, bring the asking session's pendingInteractions in step with the card."""
+    from approvals.tasks import sync_pending_interaction
+
+    transaction.on_commit(lambda: sync_pending_interaction.delay(card_id))
+
+
 def card_close(*, card: Card, state: str, detail: str) -> bool:
     """Close an open card without a human decision. False when it was no longer open."""
     closed = Card.objects.filter(pk=card.pk, state=CardState.OPEN).update(
@@ -107,6 +114,7 @@ def card_close(*, card: Card, state: str, detail: str) -> bool:
     )
     if closed:
         card.refresh_from_db()
+        schedule_pending_interaction_sync(card.pk)
         AuditEntry.objects.create(
             action=AuditAction.CLOSED,
             card_id=card.pk,
@@ -116,6 +124,59 @@ def card_close(*, card: Card, state: str, detail: str) -> bool:
             detail=detail,
         )
     return bool(closed)
+
+
+def _route(card: Card) -> None:
+    """Fill the card's route from the asking session's lineage, or mark it undeliverable."""
+    card.undeliverable = card.undeliverable_detail = ""
+    card.asking_chain = []
+    card.route_channel_namespace = card.route_channel_name = card.route_channel_kind = ""
+    card.route_owner_namespace = card.route_owner_name = ""
+    asking = SessionRef(card.session_namespace, card.session_name)
+    try:
+        route = route_prompt(asking, DatabaseSessionReader())
+    except RoutingError as exc:
+        card.undeliverable, card.undeliverable_detail = Undeliverable.ROUTING_ERROR, str(exc)
+        return
+    card.asking_chain = route.asking_chain
+    if route.binding is None:
+        card.undeliverable = Undeliverable.NO_HUMAN_CHANNEL
+        card.undeliverable_detail = (
+            f"No session from {route.chain[0]} up to {route.chain[-1]} "
+            "is bound to a channel a person reads."
+        )
+        return
+    assert route.owner is not None
+    card.route_channel_namespace = route.owner.namespace
+    card.route_channel_name = str(route.binding.get("name", ""))
+    card.route_channel_kind = str(route.binding.get("kind", ""))
+    card.route_owner_namespace = route.owner.namespace
+    card.route_owner_name = route.owner.name
+
+
+@transaction.atomic
+def cards_reroute_undelivered() -> int:
+    """Route again the open cards whose lineage was broken or had no human channel.
+
+    A cluster's sessions and requests arrive on separate watch streams, so a request can be
+    mirrored before its parent session; once the session arrives its cards find their way.
+    Returns how many cards became deliverable.
+    """
+    rerouted = 0
+    stuck = Card.objects.select_for_update().filter(
+        state=CardState.OPEN,
+        undeliverable__in=[Undeliverable.ROUTING_ERROR, Undeliverable.NO_HUMAN_CHANNEL],
+    )
+    for card in stuck:
+        _route(card)
+        if not card.undeliverable and not card.approvers.exists():
+            card.undeliverable = Undeliverable.NO_APPROVERS
+            card.undeliverable_detail = "The data has no recorded source, or its sources no owner."
+        card.save()
+        if not card.undeliverable:
+            rerouted += 1
+            schedule_pending_interaction_sync(card.pk)
+    return rerouted
 
 
 def card_raise_disclosure(*, request: SubagentRequest, slot: str, tag_id: str) -> Card:
@@ -149,25 +210,7 @@ def card_raise_disclosure(*, request: SubagentRequest, slot: str, tag_id: str) -
         actions=DISCLOSURE_ACTIONS,
         expires_at=requested_at + DECISION_WINDOW,
     )
-    try:
-        route = route_prompt(parent, DatabaseSessionReader())
-    except RoutingError as exc:
-        card.undeliverable, card.undeliverable_detail = Undeliverable.ROUTING_ERROR, str(exc)
-    else:
-        card.asking_chain = route.asking_chain
-        if route.binding is None:
-            card.undeliverable = Undeliverable.NO_HUMAN_CHANNEL
-            card.undeliverable_detail = (
-                f"No session from {route.chain[0]} up to {route.chain[-1]} "
-                "is bound to a channel a person reads."
-            )
-        else:
-            assert route.owner is not None
-            card.route_channel_namespace = route.owner.namespace
-            card.route_channel_name = str(route.binding.get("name", ""))
-            card.route_channel_kind = str(route.binding.get("kind", ""))
-            card.route_owner_namespace = route.owner.namespace
-            card.route_owner_name = route.owner.name
+    _route(card)
     owners: set[str] = set()
     authorizer = get_authorizer()
     try:
@@ -187,7 +230,9 @@ def card_raise_disclosure(*, request: SubagentRequest, slot: str, tag_id: str) -
             category=card.category, request_uid=card.request_uid, slot=slot, tag_id=tag_id
         )
     CardApprover.objects.bulk_create([CardApprover(card=card, email=e) for e in sorted(owners)])
-    if card.undeliverable:
+    if not card.undeliverable:
+        schedule_pending_interaction_sync(card.pk)
+    else:
         logger.warning(
             "card %s for %s/%s not delivered: %s (%s)",
             card.request_ref,

@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from approvals.authorizer import get_authorizer
-from approvals.cards import card_close
+from approvals.cards import card_close, schedule_pending_interaction_sync
 from approvals.identity import Identity
 from approvals.models import (
     AuditAction,
@@ -237,6 +237,7 @@ def _decide(
     from approvals.tasks import write_decision_status
 
     transaction.on_commit(lambda: write_decision_status.delay(decision.pk))
+    schedule_pending_interaction_sync(card.pk)
     verb = "Shared" if outcome == CardState.APPROVED else "Not shared"
     return DecisionResult(
         applied=True,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
 from django.db import transaction
 from django.utils import timezone
@@ -80,3 +81,23 @@ def _finish(decision: Decision, delivery: str, detail: str) -> str:
             detail=detail,
         )
     return delivery
+
+
+RETRY_SWEEP_AFTER = timedelta(seconds=10)
+
+
+def decisions_retry_recorded() -> int:
+    """Try again every decision still RECORDED a while after it was taken; returns how many
+    got written or failed for good. Run by the active watcher on every tick, so a decision
+    survives a lost Celery message or a broker-less process restart."""
+    settled = 0
+    due = Decision.objects.filter(
+        delivery=Delivery.RECORDED, decided_at__lt=timezone.now() - RETRY_SWEEP_AFTER
+    ).values_list("pk", flat=True)
+    for decision_id in list(due[:100]):
+        try:
+            decision_write_status(decision_id=decision_id)
+        except DeliveryPending:
+            break  # the store is still unavailable; the next tick tries again
+        settled += 1
+    return settled

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django.db import models
@@ -107,6 +108,9 @@ class Card(models.Model):
     so the first decision wins even between racing processes.
     """
 
+    interaction_id = models.UUIDField(
+        default=uuid.uuid4, unique=True, editable=False, help_text="requestID on the session."
+    )
     category = models.CharField(max_length=64, choices=Category.choices)
     request_ref = models.CharField(max_length=400)
     session_namespace = models.CharField(max_length=63, help_text="The asking session.")

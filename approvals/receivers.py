@@ -6,8 +6,18 @@ from typing import Any
 
 from django.dispatch import receiver
 
-from approvals.cards import cards_close_for_deleted_request, cards_sync_for_request
-from delegations.signals import subagent_request_changed, subagent_request_deleted
+from approvals.cards import (
+    cards_close_for_deleted_request,
+    cards_reroute_undelivered,
+    cards_sync_for_request,
+)
+from approvals.delivery import decisions_retry_recorded
+from delegations.signals import (
+    agent_session_changed,
+    subagent_request_changed,
+    subagent_request_deleted,
+    watcher_tick,
+)
 
 
 @receiver(subagent_request_changed)
@@ -18,3 +28,13 @@ def _sync_cards(sender: Any, request: Any, **kwargs: Any) -> None:
 @receiver(subagent_request_deleted)
 def _close_cards(sender: Any, uid: str, **kwargs: Any) -> None:
     cards_close_for_deleted_request(uid=uid)
+
+
+@receiver(agent_session_changed)
+def _reroute(sender: Any, **kwargs: Any) -> None:
+    cards_reroute_undelivered()
+
+
+@receiver(watcher_tick)
+def _retry_deliveries(sender: Any, **kwargs: Any) -> None:
+    decisions_retry_recorded()

@@ -5,24 +5,39 @@ from __future__ import annotations
 from celery import shared_task
 
 from approvals.delivery import DeliveryPending, decision_write_status
+from approvals.interactions import card_sync_pending_interaction
+from delegations.store import StoreError
 
 RETRY_BACKOFF_CAP_SECONDS = 300
 
 
+def _backoff(retries: int) -> float:
+    return float(min(RETRY_BACKOFF_CAP_SECONDS, 2 ** min(retries, 9)))
+
+
 @shared_task(bind=True, max_retries=None, acks_late=True)
 def write_decision_status(self, decision_id: int) -> str:  # type: ignore[no-untyped-def]
-    """Write a recorded decision to the SubagentRequest, retrying until it is written or failed.
+    """Write a recorded decision to the SubagentRequest, retrying until written or failed.
 
-    acks_late plus reject-on-worker-lost (settings) keep the task queued across a worker crash.
-    Running eagerly (the embedded default, no broker) a pending write stays RECORDED instead of
-    blocking the request that took the decision.
+    acks_late plus reject-on-worker-lost (settings) keep the task queued across a worker crash,
+    and the active watcher's sweep (approvals.delivery.decisions_retry_recorded) picks up any
+    decision still recorded after that. Run eagerly (no broker), a pending write stays recorded
+    for the sweep instead of blocking the request that took the decision.
     """
     try:
         return decision_write_status(decision_id=decision_id)
     except DeliveryPending as exc:
         if self.request.is_eager:
             return "recorded"
-        countdown = exc.retry_after or min(
-            RETRY_BACKOFF_CAP_SECONDS, 2 ** min(self.request.retries, 8)
-        )
-        raise self.retry(countdown=countdown) from exc
+        raise self.retry(countdown=exc.retry_after or _backoff(self.request.retries)) from exc
+
+
+@shared_task(bind=True, max_retries=12, acks_late=True)
+def sync_pending_interaction(self, card_id: int) -> bool:  # type: ignore[no-untyped-def]
+    """Keep the asking session's pendingInteractions entry in step with the card."""
+    try:
+        return card_sync_pending_interaction(card_id=card_id)
+    except StoreError as exc:
+        if exc.permanent or self.request.is_eager:
+            return False
+        raise self.retry(countdown=exc.retry_after or _backoff(self.request.retries)) from exc

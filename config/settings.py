@@ -149,6 +149,14 @@ if DELEGATION_BACKEND not in {"database", "kubernetes"}:
     raise ImproperlyConfigured(
         f"DELEGATION_BACKEND must be 'database' or 'kubernetes', not {DELEGATION_BACKEND!r}"
     )
+# The cluster: a kubeconfig path, or in-cluster configuration when empty.
+KUBECONFIG = env_str("KUBECONFIG")
+WATCH_NAMESPACES = env_list("WATCH_NAMESPACES")  # empty: every namespace
+WATCH_TIMEOUT_SECONDS = env_int("WATCH_TIMEOUT_SECONDS", 300)
+WATCH_BACKOFF_CAP_SECONDS = env_int("WATCH_BACKOFF_CAP_SECONDS", 30)
+LEASE_NAME = env_str("LEASE_NAME", "disclosure-desk-watcher")
+LEASE_NAMESPACE = env_str("LEASE_NAMESPACE")  # empty: the pod's own namespace
+LEASE_DURATION_SECONDS = env_int("LEASE_DURATION_SECONDS", 15)
 
 # Who may speak for a tag: "local" (tag -> source resources -> owners, edited in the admin).
 AUTHORIZER = env_str("AUTHORIZER", "local")

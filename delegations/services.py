@@ -7,7 +7,11 @@ from typing import Any
 from django.db import transaction
 
 from delegations.models import AgentSession, Channel, Origin, PlatformObject, SubagentRequest
-from delegations.signals import subagent_request_changed, subagent_request_deleted
+from delegations.signals import (
+    agent_session_changed,
+    subagent_request_changed,
+    subagent_request_deleted,
+)
 from delegations.validation import validate_object
 
 _MODELS: dict[str, type[PlatformObject]] = {
@@ -21,8 +25,12 @@ def model_for(kind: str) -> type[PlatformObject]:
     return _MODELS[kind]
 
 
-def announce_subagent_request(request: SubagentRequest) -> None:
-    subagent_request_changed.send(sender=SubagentRequest, request=request)
+def announce(row: PlatformObject) -> None:
+    """Tell the human side that an object changed (inside the current transaction)."""
+    if isinstance(row, SubagentRequest):
+        subagent_request_changed.send(sender=SubagentRequest, request=row)
+    elif isinstance(row, AgentSession):
+        agent_session_changed.send(sender=AgentSession, session=row)
 
 
 @transaction.atomic
@@ -73,8 +81,7 @@ def object_apply(
         row.generation = int(metadata.get("generation") or row.generation)
     row.spec, row.status, row.labels = spec, clean["status"], labels
     row.save()
-    if isinstance(row, SubagentRequest):
-        announce_subagent_request(row)
+    announce(row)
     return row
 
 

@@ -10,3 +10,7 @@ from django.dispatch import Signal
 subagent_request_changed = Signal()
 # kwargs: namespace, name, uid
 subagent_request_deleted = Signal()
+# Sent by the active watcher about every LEASE_DURATION_SECONDS / 3, for periodic upkeep.
+watcher_tick = Signal()
+# kwargs: session (delegations.models.AgentSession)
+agent_session_changed = Signal()

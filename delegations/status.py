@@ -1,10 +1,16 @@
-"""The one status write Disclosure Desk makes: add a decided slot to a SubagentRequest."""
+"""The status writes Disclosure Desk makes, each a read-modify-write guarded by resourceVersion.
+
+On SubagentRequests it only ever appends to approvedDataSlots or deniedDataSlots; on
+AgentSessions it only ever adds or removes its own pendingInteractions entries.
+"""
 
 from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from delegations.platform import DECIDED_SLOT_LISTS
 from delegations.store import Conflict, DelegationStore
@@ -13,39 +19,88 @@ CONFLICT_RETRIES = 8
 
 
 @dataclass(frozen=True)
-class SlotWrite:
+class StatusWrite:
     resource_version: str
-    already_present: bool
+    changed: bool
 
 
-def append_decided_slot(
-    *, store: DelegationStore, namespace: str, name: str, field: str, slot: str, tag_id: str
-) -> SlotWrite:
-    """Append ``{slot, tagID}`` to ``status.<field>`` unless an equal entry is there already.
+def update_status(
+    *,
+    store: DelegationStore,
+    kind: str,
+    namespace: str,
+    name: str,
+    mutate: Callable[[dict[str, Any]], bool],
+) -> StatusWrite:
+    """Apply ``mutate`` to a fresh copy of the object's status and write it back.
 
-    ``field`` is approvedDataSlots or deniedDataSlots; no other status field is touched: the
-    object is re-read before every attempt and written back with the resourceVersion just read,
-    so a concurrent write by the operator makes ours fail with Conflict instead of being undone.
-    Conflicts are retried with jittered backoff up to CONFLICT_RETRIES times; other StoreErrors
-    propagate. Idempotent: a repeated call finds the entry and writes nothing.
+    ``mutate`` changes the status dict in place and returns whether it changed anything; when it
+    returns False nothing is written (idempotent). The object is re-read before every attempt and
+    written with the resourceVersion just read, so a concurrent writer (the operator) makes ours
+    fail with Conflict rather than being undone; conflicts are retried with jittered backoff up
+    to CONFLICT_RETRIES times. Other StoreErrors propagate.
     """
-    if field not in DECIDED_SLOT_LISTS:
-        raise ValueError(f"Disclosure Desk writes only {DECIDED_SLOT_LISTS}, not {field!r}")
-    entry = {"slot": slot, "tagID": tag_id}
     for attempt in range(CONFLICT_RETRIES + 1):
-        obj = store.read_subagent_request(namespace, name)
+        obj = store.read(kind, namespace, name)
         status = obj.setdefault("status", {})
-        existing = status.get(field) or []
-        if any(e.get("slot") == slot and e.get("tagID") == tag_id for e in existing):
-            return SlotWrite(obj["metadata"]["resourceVersion"], already_present=True)
-        status[field] = [*existing, entry]
+        if not mutate(status):
+            return StatusWrite(obj["metadata"]["resourceVersion"], changed=False)
         try:
-            written = store.replace_subagent_request_status(obj)
+            written = store.replace_status(kind, obj)
         except Conflict:
             if attempt == CONFLICT_RETRIES:
                 raise
             # Jitter keeps two writers that collided from colliding again in lock-step.
             time.sleep(random.uniform(0, 0.01 * 2**attempt))
             continue
-        return SlotWrite(written["metadata"]["resourceVersion"], already_present=False)
+        return StatusWrite(written["metadata"]["resourceVersion"], changed=True)
     raise AssertionError("unreachable")
+
+
+def append_decided_slot(
+    *, store: DelegationStore, namespace: str, name: str, field: str, slot: str, tag_id: str
+) -> StatusWrite:
+    """Append ``{slot, tagID}`` to ``status.<field>`` of a SubagentRequest unless it is there.
+
+    ``field`` is approvedDataSlots or deniedDataSlots; no other field is touched.
+    """
+    if field not in DECIDED_SLOT_LISTS:
+        raise ValueError(f"Disclosure Desk writes only {DECIDED_SLOT_LISTS}, not {field!r}")
+
+    def add(status: dict[str, Any]) -> bool:
+        existing = status.get(field) or []
+        if any(e.get("slot") == slot and e.get("tagID") == tag_id for e in existing):
+            return False
+        status[field] = [*existing, {"slot": slot, "tagID": tag_id}]
+        return True
+
+    return update_status(
+        store=store, kind="SubagentRequest", namespace=namespace, name=name, mutate=add
+    )
+
+
+def set_pending_interaction(
+    *,
+    store: DelegationStore,
+    namespace: str,
+    name: str,
+    request_id: str,
+    entry: dict[str, Any] | None,
+) -> StatusWrite:
+    """Make the AgentSession's ``status.pendingInteractions`` hold ``entry`` under
+    ``request_id`` (entry given) or nothing under it (entry None); other entries are kept."""
+
+    def put(status: dict[str, Any]) -> bool:
+        entries = list(status.get("pendingInteractions") or [])
+        others = [e for e in entries if e.get("requestID") != request_id]
+        wanted = others if entry is None else [*others, entry]
+        if entry is not None and any(e == entry for e in entries):
+            return False
+        if entry is None and len(others) == len(entries):
+            return False
+        status["pendingInteractions"] = wanted
+        return True
+
+    return update_status(
+        store=store, kind="AgentSession", namespace=namespace, name=name, mutate=put
+    )

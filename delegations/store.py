@@ -1,25 +1,28 @@
-"""Where SubagentRequests are read from and their status written to.
+"""Where platform objects are read from and their status written to.
 
-The decision path talks to a ``DelegationStore``; which one is configured decides whether the
-status lands in the local database (the embedded default, no cluster) or in a cluster. Both give
-the API server's guarantees: a write carries the resourceVersion it read and fails with Conflict
-if the object changed in between; a write that changes nothing changes no resourceVersion.
+The decision path talks to a ``DelegationStore``; the configured one decides whether status
+lands in the local database (the embedded default, no cluster) or in a cluster. Both give the
+API server's guarantees: a status write carries the resourceVersion it read and fails with
+Conflict if the object changed in between; a write that changes nothing changes no
+resourceVersion.
 """
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import transaction
 
-from delegations.validation import validate_object
+from delegations.validation import ObjectInvalid, validate_object
 
 
 class StoreError(Exception):
     """Base of every store failure. ``permanent`` says whether retrying can help."""
 
     permanent = True
+    retry_after: float | None = None
 
 
 class NotFound(StoreError):
@@ -32,8 +35,14 @@ class Conflict(StoreError):
     permanent = False
 
 
+class Expired(StoreError):
+    """410: the resourceVersion a watch started from is older than the kept history."""
+
+    permanent = False
+
+
 class TransientError(StoreError):
-    """The store could not be reached or asked us to come back later."""
+    """The store could not be reached, or asked us to come back later (429, 5xx)."""
 
     permanent = False
 
@@ -43,14 +52,14 @@ class TransientError(StoreError):
 
 
 class PermanentError(StoreError):
-    """The store refused the write for a reason retrying will not change."""
+    """The store refused the request for a reason retrying will not change (other 4xx)."""
 
 
 class DelegationStore(Protocol):
-    def read_subagent_request(self, namespace: str, name: str) -> dict[str, Any]:
+    def read(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
         """The whole object (apiVersion, kind, metadata, spec, status). Raises NotFound."""
 
-    def replace_subagent_request_status(self, obj: dict[str, Any]) -> dict[str, Any]:
+    def replace_status(self, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
         """Write ``obj['status']`` guarded by ``obj['metadata']['resourceVersion']``.
 
         Returns the object as stored. Raises Conflict, NotFound, TransientError, PermanentError.
@@ -58,50 +67,53 @@ class DelegationStore(Protocol):
 
 
 class DatabaseStore:
-    """The embedded default: SubagentRequests held in this service's own database."""
+    """The embedded default: platform objects held in this service's own database."""
 
-    def read_subagent_request(self, namespace: str, name: str) -> dict[str, Any]:
-        from delegations.models import SubagentRequest
+    def read(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        from delegations.services import model_for
 
-        row = SubagentRequest.objects.filter(namespace=namespace, name=name).first()
+        row = model_for(kind).objects.filter(namespace=namespace, name=name).first()
         if row is None:
-            raise NotFound(f"SubagentRequest {namespace}/{name} not found")
+            raise NotFound(f"{kind} {namespace}/{name} not found")
         return row.as_kubernetes_object()
 
-    def replace_subagent_request_status(self, obj: dict[str, Any]) -> dict[str, Any]:
+    def replace_status(self, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
         from delegations import services
-        from delegations.models import SubagentRequest
-        from delegations.validation import ObjectInvalid
 
         metadata = obj.get("metadata") or {}
         namespace, name = metadata.get("namespace", ""), metadata.get("name", "")
         read_version = str(metadata.get("resourceVersion", ""))
         try:
-            status = validate_object("SubagentRequest", obj)["status"]
+            status = validate_object(kind, obj)["status"]
         except ObjectInvalid as exc:
             raise PermanentError(str(exc)) from exc
         with transaction.atomic():
             row = (
-                SubagentRequest.objects.select_for_update()
+                services.model_for(kind)
+                .objects.select_for_update()
                 .filter(namespace=namespace, name=name)
                 .first()
             )
             if row is None:
-                raise NotFound(f"SubagentRequest {namespace}/{name} not found")
+                raise NotFound(f"{kind} {namespace}/{name} not found")
             if row.resource_version != read_version:
                 raise Conflict(
-                    f"SubagentRequest {namespace}/{name} changed (resourceVersion "
+                    f"{kind} {namespace}/{name} changed (resourceVersion "
                     f"{row.resource_version}, write carried {read_version})"
                 )
             if row.status != status:
                 row.status = status
                 row.resource_version = str(int(row.resource_version) + 1)
                 row.save()
-                services.announce_subagent_request(row)
+                services.announce(row)
             return row.as_kubernetes_object()
 
 
+@cache
 def get_store() -> DelegationStore:
-    if settings.DELEGATION_BACKEND == "database":
-        return DatabaseStore()
-    raise NotImplementedError(f"delegation backend {settings.DELEGATION_BACKEND!r}")
+    """The configured store; one per process (the cluster store holds a connection pool)."""
+    if settings.DELEGATION_BACKEND == "kubernetes":
+        from delegations.kube import KubernetesStore, get_adapter
+
+        return KubernetesStore(get_adapter())
+    return DatabaseStore()

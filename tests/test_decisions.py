@@ -251,11 +251,11 @@ def test_the_status_writer_refuses_to_write_any_other_field(team):
 def test_a_stale_resource_version_is_a_conflict_and_changes_nothing(team):
     subagent_request("r")
     store = DatabaseStore()
-    obj = store.read_subagent_request("team", "r")
+    obj = store.read("SubagentRequest", "team", "r")
     services.object_apply("SubagentRequest", {**obj, "status": {**obj["status"], "message": "m"}})
     obj["status"]["approvedDataSlots"] = [SLOT]
     with pytest.raises(Conflict):
-        store.replace_subagent_request_status(obj)
+        store.replace_status("SubagentRequest", obj)
     assert "approvedDataSlots" not in status_of("r")
     assert status_of("r")["message"] == "m"
 
@@ -264,19 +264,19 @@ def test_a_conflicting_operator_write_is_retried_and_both_writes_survive(team, m
     """The operator changes another status field between our read and our write, twice."""
     subagent_request("r")
     store = DatabaseStore()
-    real_read = store.read_subagent_request
+    real_read = store.read
     interference = iter(["first", "second"])
 
-    def read_then_operator_writes(namespace, name):
-        obj = real_read(namespace, name)
+    def read_then_operator_writes(kind, namespace, name):
+        obj = real_read(kind, namespace, name)
         note = next(interference, None)
         if note:
-            current = real_read(namespace, name)
+            current = real_read(kind, namespace, name)
             current["status"]["determination"] = note
             services.object_apply("SubagentRequest", current)
         return obj
 
-    monkeypatch.setattr(store, "read_subagent_request", read_then_operator_writes)
+    monkeypatch.setattr(store, "read", read_then_operator_writes)
     append_decided_slot(
         store=store,
         namespace="team",
@@ -295,10 +295,10 @@ def test_a_decision_on_a_request_that_vanished_is_kept_and_the_card_says_it_is_g
 ):
     subagent_request("r")
 
-    def gone(self, namespace, name):
+    def gone(self, kind, namespace, name):
         raise NotFound("gone")
 
-    monkeypatch.setattr(DatabaseStore, "read_subagent_request", gone)
+    monkeypatch.setattr(DatabaseStore, "read", gone)
     result = decide(card_for("r"))
     assert result.applied
     decision = Decision.objects.get()
