@@ -86,13 +86,13 @@ def _finish(decision: Decision, delivery: str, detail: str) -> str:
 RETRY_SWEEP_AFTER = timedelta(seconds=10)
 
 
-def decisions_retry_recorded() -> int:
+def decisions_retry_recorded(older_than: timedelta = RETRY_SWEEP_AFTER) -> int:
     """Try again every decision still RECORDED a while after it was taken; returns how many
     got written or failed for good. Run by the active watcher on every tick, so a decision
     survives a lost Celery message or a broker-less process restart."""
     settled = 0
     due = Decision.objects.filter(
-        delivery=Delivery.RECORDED, decided_at__lt=timezone.now() - RETRY_SWEEP_AFTER
+        delivery=Delivery.RECORDED, decided_at__lte=timezone.now() - older_than
     ).values_list("pk", flat=True)
     for decision_id in list(due[:100]):
         try:

@@ -92,10 +92,16 @@ def load_api_client(kubeconfig: str = "") -> kubernetes.client.ApiClient:
     The path is passed explicitly: the client reads $KUBECONFIG once at import, which would
     make a later change of settings invisible.
     """
-    if kubeconfig:
-        return kubernetes.config.new_client_from_config(config_file=kubeconfig)
     configuration = kubernetes.client.Configuration()
-    kubernetes.config.load_incluster_config(client_configuration=configuration)
+    if kubeconfig:
+        kubernetes.config.load_kube_config(
+            config_file=kubeconfig, client_configuration=configuration, persist_config=False
+        )
+    else:
+        kubernetes.config.load_incluster_config(client_configuration=configuration)
+    # No retries inside urllib3: it would sleep through a Retry-After while holding the caller
+    # (a decision, a watch loop); the callers own backoff and honour Retry-After themselves.
+    configuration.retries = False
     return kubernetes.client.ApiClient(configuration)
 
 

@@ -7,6 +7,8 @@ from django.contrib.auth import get_user_model
 
 from tests import factories
 
+pytest_plugins = ["tests.kubeapi.fixtures"]
+
 ALICE, BOB, CHARLIE = "alice@example.com", "bob@example.com", "charlie@example.com"
 PASSWORD = "correct horse battery staple"
 

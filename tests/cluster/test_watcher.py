@@ -1,0 +1,121 @@
+"""watch_cluster's loops over HTTP: the initial list, live events, 410 re-lists and dropped
+watches, each without losing or duplicating a card."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from approvals.models import Card, CardState
+from delegations.models import AgentSession, SubagentRequest
+from delegations.watcher import start_watchers
+from tests.cluster.conftest import put_request, put_world
+from tests.kubeapi.fixtures import wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def cards_of(name: str) -> list[Card]:
+    return list(Card.objects.filter(request_name=name).order_by("id"))
+
+
+def test_the_initial_list_mirrors_the_cluster_and_raises_cards(kube, cluster, adapter):
+    put_world(kube)
+    put_request(kube, "before", parent="worker")
+    stop = threading.Event()
+    watchers = start_watchers(adapter, [], stop, timeout_seconds=30, backoff_cap=0.5)
+    try:
+        for watcher in watchers:
+            assert watcher.synced.wait(10)
+        assert AgentSession.objects.filter(namespace="team").count() == 2
+        stored = SubagentRequest.objects.get(name="before")
+        assert (
+            stored.resource_version
+            == kube.store.get("subagentrequests", "team", "before")["metadata"]["resourceVersion"]
+        )
+        (card,) = cards_of("before")
+        assert card.is_open and card.route_channel_name == "web"
+        assert card.asking_chain == [
+            {"ns": "team", "name": "worker"},
+            {"ns": "team", "name": "root"},
+        ]
+    finally:
+        stop.set()
+        for watcher in watchers:
+            watcher.join(10)
+
+
+def test_live_events_raise_resolve_and_forget(kube, watching):
+    put_world(kube)
+    put_request(kube, "live")
+    wait_until(lambda: cards_of("live"), what="the card to be raised")
+    kube.store.update_status(
+        "subagentrequests",
+        "team",
+        "live",
+        lambda s: {**s, "phase": "Running", "pendingDataSlots": []},
+    )
+    wait_until(lambda: cards_of("live")[0].state == CardState.RESOLVED, what="the card to close")
+    kube.store.delete("subagentrequests", "team", "live")
+    wait_until(
+        lambda: not SubagentRequest.objects.filter(name="live").exists(),
+        what="the mirror to forget",
+    )
+    assert [c.state for c in cards_of("live")] == [CardState.RESOLVED]
+
+
+def test_a_forced_410_relists_without_losing_or_duplicating_a_card(kube, watching):
+    put_world(kube)
+    put_request(kube, "first")
+    wait_until(lambda: cards_of("first"), what="the first card")
+    lists_before = watching.of("SubagentRequest").stats.lists
+    kube.forget_history()
+    kube.drop_watches()
+    put_request(kube, "second")
+    kube.store.update_status(
+        "subagentrequests", "team", "first", lambda s: {**s, "message": "changed"}
+    )
+    wait_until(lambda: watching.of("SubagentRequest").stats.lists > lists_before, what="a re-list")
+    wait_until(lambda: cards_of("second"), what="the card raised while the watch was down")
+    wait_until(
+        lambda: SubagentRequest.objects.get(name="first").status.get("message") == "changed",
+        what="the change made while the watch was down",
+    )
+    assert Card.objects.filter(request_name="first").count() == 1
+    assert Card.objects.filter(request_name="second").count() == 1
+
+
+def test_a_dropped_watch_reconnects_and_resumes_where_it_was(kube, watching):
+    put_world(kube)
+    watcher = watching.of("SubagentRequest")
+    lists_before = watcher.stats.lists
+    assert kube.drop_watches() >= 3
+    put_request(kube, "after-drop")
+    wait_until(lambda: cards_of("after-drop"), what="the card after a dropped watch")
+    assert watcher.stats.lists == lists_before, "a dropped watch resumes; it need not re-list"
+    assert watcher.stats.reconnects >= 1 or kube.count("GET", path_contains="watch") > 3
+
+
+def test_a_deleted_object_missed_while_disconnected_is_removed_by_the_relist(kube, watching):
+    put_world(kube)
+    put_request(kube, "doomed")
+    wait_until(lambda: cards_of("doomed"), what="the card")
+    kube.forget_history()
+    kube.drop_watches()
+    kube.store.delete("subagentrequests", "team", "doomed")
+    wait_until(
+        lambda: not SubagentRequest.objects.filter(name="doomed").exists(), what="the re-list"
+    )
+    assert cards_of("doomed")[0].state == CardState.RESOLVED
+
+
+def test_a_replayed_event_changes_nothing(kube, watching):
+    put_world(kube)
+    put_request(kube, "once")
+    wait_until(lambda: cards_of("once"), what="the card")
+    watcher = watching.of("SubagentRequest")
+    obj = kube.store.get("subagentrequests", "team", "once")
+    before = SubagentRequest.objects.get(name="once").updated_at
+    assert watcher.mirror.upsert(obj) is False
+    assert SubagentRequest.objects.get(name="once").updated_at == before
