@@ -36,6 +36,7 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 IN_CLUSTER_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+LEASE_GROUP = "coordination.k8s.io"
 CONNECT_TIMEOUT = 5.0
 REQUEST_TIMEOUT = 30.0
 
@@ -119,7 +120,6 @@ class KubeAdapter:
     def __init__(self, api_client: kubernetes.client.ApiClient) -> None:
         self.api_client = api_client
         self.custom = kubernetes.client.CustomObjectsApi(api_client)
-        self.coordination = kubernetes.client.CoordinationV1Api(api_client)
 
     def close(self) -> None:
         self.api_client.close()
@@ -228,12 +228,20 @@ class KubeAdapter:
         return self._json(response)
 
     # -- leases --------------------------------------------------------------------------------
+    # Through the generic object API: the typed CoordinationV1Api turns the body into a model
+    # and re-serialises renewTime with isoformat(), which drops the fraction MicroTime requires.
 
     def read_lease(self, namespace: str, name: str) -> dict[str, Any]:
         return self._json(
             _call(
-                lambda: self.coordination.read_namespaced_lease(
-                    name, namespace, _preload_content=False, _request_timeout=CONNECT_TIMEOUT
+                lambda: self.custom.get_namespaced_custom_object(
+                    LEASE_GROUP,
+                    "v1",
+                    namespace,
+                    "leases",
+                    name,
+                    _preload_content=False,
+                    _request_timeout=CONNECT_TIMEOUT,
                 )
             )
         )
@@ -241,8 +249,14 @@ class KubeAdapter:
     def create_lease(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         return self._json(
             _call(
-                lambda: self.coordination.create_namespaced_lease(
-                    namespace, body, _preload_content=False, _request_timeout=CONNECT_TIMEOUT
+                lambda: self.custom.create_namespaced_custom_object(
+                    LEASE_GROUP,
+                    "v1",
+                    namespace,
+                    "leases",
+                    body,
+                    _preload_content=False,
+                    _request_timeout=CONNECT_TIMEOUT,
                 )
             )
         )
@@ -250,8 +264,15 @@ class KubeAdapter:
     def replace_lease(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
         return self._json(
             _call(
-                lambda: self.coordination.replace_namespaced_lease(
-                    name, namespace, body, _preload_content=False, _request_timeout=CONNECT_TIMEOUT
+                lambda: self.custom.replace_namespaced_custom_object(
+                    LEASE_GROUP,
+                    "v1",
+                    namespace,
+                    "leases",
+                    name,
+                    body,
+                    _preload_content=False,
+                    _request_timeout=CONNECT_TIMEOUT,
                 )
             )
         )
