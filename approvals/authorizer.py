@@ -31,17 +31,23 @@ class LocalAuthorizer:
     """Tag -> source resources -> owners, from the approvals tables (fully consistent reads)."""
 
     def source_resources(self, tag_id: str) -> list[str]:
-        from approvals.models import DataTag
+        from approvals.models import DataTag, SourceResource
 
-        tag = DataTag.objects.filter(tag_id=tag_id).prefetch_related("sources").first()
-        if tag is None:
-            raise SourcesUnknown(f"no sources are recorded for this tag ({len(tag_id)} chars)")
-        return sorted(str(source) for source in tag.sources.all())
+        sources = sorted(
+            f"{kind}:{name}"
+            for kind, name in SourceResource.objects.filter(tags__tag_id=tag_id).values_list(
+                "kind", "name"
+            )
+        )
+        if not sources and not DataTag.objects.filter(tag_id=tag_id).exists():
+            raise SourcesUnknown("no sources are recorded for this tag")
+        return sources
 
     def owners(self, tag_id: str) -> set[str]:
+        """Owners of the tag's sources; an unknown tag simply has none (callers that need to
+        tell "unknown" from "no owner" ask source_resources first)."""
         from approvals.models import ResourceOwner
 
-        self.source_resources(tag_id)
         return set(
             ResourceOwner.objects.filter(resource__tags__tag_id=tag_id).values_list(
                 "email", flat=True

@@ -59,6 +59,25 @@ def _open_slots(request: SubagentRequest) -> set[tuple[str, str]]:
     return _slot_set(status.get("pendingDataSlots")) - decided
 
 
+CARD_SPEC_FIELDS = ("parent", "class", "task")
+CARD_STATUS_FIELDS = (
+    "phase",
+    "pendingDataSlots",
+    "approvedDataSlots",
+    "deniedDataSlots",
+    "disclosureRequestedAt",
+)
+
+
+def cards_affected(before: tuple[dict, dict], after: tuple[dict, dict]) -> bool:
+    """Whether a change of (spec, status) can raise, close or alter a card. An operator's
+    re-check that only touches other fields (message, exchange, ...) cannot."""
+    (spec_before, status_before), (spec_after, status_after) = before, after
+    return any(spec_before.get(f) != spec_after.get(f) for f in CARD_SPEC_FIELDS) or any(
+        status_before.get(f) != status_after.get(f) for f in CARD_STATUS_FIELDS
+    )
+
+
 @transaction.atomic
 def cards_sync_for_request(request: SubagentRequest) -> None:
     """Make the request's cards match its status; idempotent, safe to call on every change.
@@ -154,6 +173,16 @@ def _route(card: Card) -> None:
     card.route_owner_name = route.owner.name
 
 
+def schedule_reroute() -> None:
+    """Route the stuck cards again once the current transaction commits.
+
+    Sessions and requests arrive on separate watch streams, each applied in its own
+    transaction, and neither sees the other's uncommitted rows. Both sides call this: the side
+    that commits last then sees both the card and the session.
+    """
+    transaction.on_commit(cards_reroute_undelivered)
+
+
 @transaction.atomic
 def cards_reroute_undelivered() -> int:
     """Route again the open cards whose lineage was broken or had no human channel.
@@ -233,6 +262,8 @@ def card_raise_disclosure(*, request: SubagentRequest, slot: str, tag_id: str) -
     if not card.undeliverable:
         schedule_pending_interaction_sync(card.pk)
     else:
+        if card.undeliverable == Undeliverable.ROUTING_ERROR:
+            schedule_reroute()
         logger.warning(
             "card %s for %s/%s not delivered: %s (%s)",
             card.request_ref,

@@ -7,9 +7,11 @@ from typing import Any
 from django.dispatch import receiver
 
 from approvals.cards import (
+    cards_affected,
     cards_close_for_deleted_request,
     cards_reroute_undelivered,
     cards_sync_for_request,
+    schedule_reroute,
 )
 from approvals.delivery import decisions_retry_recorded
 from delegations.signals import (
@@ -21,8 +23,9 @@ from delegations.signals import (
 
 
 @receiver(subagent_request_changed)
-def _sync_cards(sender: Any, request: Any, **kwargs: Any) -> None:
-    cards_sync_for_request(request)
+def _sync_cards(sender: Any, request: Any, previous: Any = None, **kwargs: Any) -> None:
+    if previous is None or cards_affected(previous, (request.spec, request.status)):
+        cards_sync_for_request(request)
 
 
 @receiver(subagent_request_deleted)
@@ -32,9 +35,10 @@ def _close_cards(sender: Any, uid: str, **kwargs: Any) -> None:
 
 @receiver(agent_session_changed)
 def _reroute(sender: Any, **kwargs: Any) -> None:
-    cards_reroute_undelivered()
+    schedule_reroute()
 
 
 @receiver(watcher_tick)
-def _retry_deliveries(sender: Any, **kwargs: Any) -> None:
+def _upkeep(sender: Any, **kwargs: Any) -> None:
     decisions_retry_recorded()
+    cards_reroute_undelivered()

@@ -114,6 +114,41 @@ def own_namespace() -> str:
         return "default"
 
 
+class WatchStream:
+    """One open watch: iterate for events; ``close()`` may be called from any thread."""
+
+    def __init__(self, response: Any) -> None:
+        self.response = response
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+        try:
+            self.response.shutdown()
+        except Exception:  # noqa: S110  (already closed or never connected)
+            pass
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        buffer = b""
+        try:
+            for chunk in self.response.stream(amt=None, decode_content=False):
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield json.loads(line)
+            if buffer.strip() and not self.closed:
+                yield json.loads(buffer)
+        except _CLIENT_FAILURES as exc:
+            if not self.closed:
+                raise translate(exc) from exc
+        except ValueError as exc:
+            if not self.closed:
+                raise TransientError(f"watch stream cut mid-event: {exc}") from exc
+        finally:
+            self.response.release_conn()
+
+
 class KubeAdapter:
     """Plain-dict access to the platform kinds and to coordination.k8s.io Leases."""
 
@@ -153,12 +188,13 @@ class KubeAdapter:
 
     def watch(
         self, kind: str, namespace: str | None, resource_version: str, timeout_seconds: int
-    ) -> Iterator[dict[str, Any]]:
+    ) -> WatchStream:
         """Raw watch events ``{"type", "object"}`` after ``resource_version``, bookmarks on.
 
         Events are decoded straight from the stream (the client's own Watch re-encodes and
-        re-parses every custom-object event, three times slower). The iterator ends when the
-        server ends the stream (timeout); a dropped connection raises TransientError.
+        re-parses every custom-object event, three times slower). Iterating ends when the server
+        ends the stream (timeout); a dropped connection raises TransientError. ``close()`` from
+        another thread ends the iteration at once.
         """
         plural = plural_of(kind)
         options = {
@@ -179,22 +215,7 @@ class KubeAdapter:
                     GROUP, VERSION, namespace, plural, **options
                 )
             )
-        try:
-            buffer = b""
-            for chunk in response.stream(amt=None, decode_content=False):
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        yield json.loads(line)
-            if buffer.strip():
-                yield json.loads(buffer)
-        except _CLIENT_FAILURES as exc:
-            raise translate(exc) from exc
-        except ValueError as exc:
-            raise TransientError(f"watch stream cut mid-event: {exc}") from exc
-        finally:
-            response.release_conn()
+        return WatchStream(response)
 
     def read(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
         response = _call(

@@ -9,27 +9,17 @@ from django.db import transaction
 
 from delegations import services
 from delegations.models import Origin
-from delegations.validation import ObjectInvalid
+from delegations.validation import ObjectInvalid, validate_object
 
 logger = logging.getLogger(__name__)
-
-
-def _newer(stored_version: str, event_version: str) -> bool:
-    """Whether the event is newer than what is stored. resourceVersions are opaque; equal ones
-    are the same write (a replay). Numeric order is used only to drop stale replays after a
-    re-list, which etcd's integer versions allow."""
-    if stored_version == event_version:
-        return False
-    if stored_version.isdigit() and event_version.isdigit():
-        return int(event_version) > int(stored_version)
-    return True
 
 
 class Mirror:
     """Mirrors one kind within one scope (a namespace, or all namespaces when None).
 
-    Not thread-safe: one watcher thread owns one Mirror, which is what keeps each object's
-    events in order.
+    Not thread-safe: one watcher thread owns one Mirror, which keeps each object's events in
+    order. Replays (an event whose resourceVersion is not newer than the stored one) are
+    dropped by services.object_apply.
     """
 
     def __init__(self, kind: str, namespace: str | None) -> None:
@@ -42,36 +32,38 @@ class Mirror:
         return rows if self.namespace is None else rows.filter(namespace=self.namespace)
 
     def upsert(self, obj: dict[str, Any]) -> bool:
-        """Store the object unless it is a replay of what is stored; True when applied.
-        An object the CRD would not admit is logged and skipped, never fatal to the watch."""
-        metadata = obj.get("metadata") or {}
-        stored = (
-            self.model.objects.filter(
-                namespace=metadata.get("namespace"), name=metadata.get("name")
-            )
-            .values("uid", "resource_version")
-            .first()
-        )
-        version = str(metadata.get("resourceVersion", ""))
-        if (
-            stored is not None
-            and stored["uid"] == metadata.get("uid")
-            and not _newer(stored["resource_version"], version)
-        ):
-            return False
+        """Store the object; True when the mirror changed. An object the CRD would not admit
+        is logged and skipped, never fatal to the watch."""
         try:
-            services.object_apply(self.kind, obj, origin=Origin.KUBERNETES)
+            return services.object_mirror(self.kind, obj)
         except ObjectInvalid as exc:
             logger.warning("ignoring %s the CRD would not admit: %s", self.kind, exc)
             return False
-        return True
 
     def delete(self, obj: dict[str, Any]) -> None:
         metadata = obj.get("metadata") or {}
         namespace, name = metadata.get("namespace", ""), metadata.get("name", "")
-        stored = self.model.objects.filter(namespace=namespace, name=name).first()
+        stored = self.model.objects.filter(namespace=namespace, name=name).only("uid").first()
         if stored is not None and stored.uid == metadata.get("uid", stored.uid):
             services.object_delete(self.kind, namespace, name)
+
+    def apply_batch(self, events: list[dict[str, Any]]) -> None:
+        """Apply events of distinct objects (a coalesced batch) inside the caller's transaction.
+        Objects the CRD would not admit are logged and skipped."""
+        upserts = []
+        for event in events:
+            if event.get("type") == "DELETED":
+                self.delete(event.get("object") or {})
+            elif event.get("type") in ("ADDED", "MODIFIED"):
+                obj = event.get("object") or {}
+                try:
+                    validate_object(self.kind, obj)
+                except ObjectInvalid as exc:
+                    logger.warning("ignoring %s the CRD would not admit: %s", self.kind, exc)
+                    continue
+                upserts.append(obj)
+        if upserts:
+            services.objects_mirror_batch(self.kind, upserts)
 
     def apply_event(self, event: dict[str, Any]) -> None:
         kind, obj = event.get("type"), event.get("object") or {}

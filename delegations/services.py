@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
+from django.utils import timezone
 
 from delegations.models import AgentSession, Channel, Origin, PlatformObject, SubagentRequest
 from delegations.signals import (
@@ -21,14 +22,26 @@ _MODELS: dict[str, type[PlatformObject]] = {
 }
 
 
+def _newer(stored_version: str, event_version: str) -> bool:
+    """Whether a cluster's resourceVersion is newer than the stored one. resourceVersions are
+    opaque; equal ones are the same write (a replay). Numeric order is used only to drop stale
+    replays after a re-list, which etcd's integer versions allow."""
+    if stored_version == event_version:
+        return False
+    if stored_version.isdigit() and event_version.isdigit():
+        return int(event_version) > int(stored_version)
+    return True
+
+
 def model_for(kind: str) -> type[PlatformObject]:
     return _MODELS[kind]
 
 
-def announce(row: PlatformObject) -> None:
-    """Tell the human side that an object changed (inside the current transaction)."""
+def announce(row: PlatformObject, previous: tuple[dict, dict] | None = None) -> None:
+    """Tell the human side that an object changed (inside the current transaction).
+    ``previous`` is the (spec, status) it had before, None for a new object."""
     if isinstance(row, SubagentRequest):
-        subagent_request_changed.send(sender=SubagentRequest, request=row)
+        subagent_request_changed.send(sender=SubagentRequest, request=row, previous=previous)
     elif isinstance(row, AgentSession):
         agent_session_changed.send(sender=AgentSession, session=row)
 
@@ -41,10 +54,86 @@ def object_apply(
 
     Validates like the API server (raises ObjectInvalid naming the field) and prunes undeclared
     fields. A row whose uid differs from ``metadata.uid`` is a different object that reused the
-    name: it is replaced. Mirrored objects keep the cluster's resourceVersion; objects held in
-    the database get a new one only when spec, status or labels change. A changed
-    SubagentRequest is announced with ``subagent_request_changed``.
+    name: it is replaced. Objects from a cluster keep its resourceVersion, and one that is not
+    newer than the stored version is a replay and changes nothing; objects held in the database
+    get a new resourceVersion only when spec, status or labels change. A changed object is
+    announced (see ``announce``).
     """
+    return _apply(kind, obj, origin)[0]
+
+
+def object_mirror(kind: str, obj: dict[str, Any]) -> bool:
+    """``object_apply`` for an object read from a cluster; True when the mirror changed."""
+    # No savepoint: the watcher applies a whole batch in one transaction, and ObjectInvalid is
+    # raised before anything is written.
+    with transaction.atomic(savepoint=False):
+        return _apply(kind, obj, Origin.KUBERNETES)[1]
+
+
+def objects_mirror_batch(kind: str, objs: list[dict[str, Any]]) -> int:
+    """Mirror many objects read from a cluster in two queries plus one per new object.
+
+    Precondition: inside a transaction, at most one object per (namespace, name). Same rules as
+    ``object_mirror`` (replays dropped, invalid objects raise before anything is written);
+    returns how many rows changed. Changed rows are announced after the bulk update.
+    """
+    model = _MODELS[kind]
+    names = {o["metadata"].get("name") for o in objs}
+    rows = {
+        (row.namespace, row.name): row
+        for row in model.objects.select_for_update().filter(name__in=names)
+    }
+    updated: list[tuple[PlatformObject, tuple[dict, dict]]] = []
+    slow: list[dict[str, Any]] = []
+    for obj in objs:
+        metadata = obj.get("metadata") or {}
+        row = rows.get((metadata.get("namespace"), metadata.get("name")))
+        if row is None or row.uid != metadata.get("uid"):
+            slow.append(obj)
+            continue
+        version = str(metadata.get("resourceVersion", ""))
+        if not _newer(row.resource_version, version):
+            continue
+        clean = validate_object(kind, obj)
+        previous = (row.spec, row.status)
+        row.spec, row.status = clean.get("spec", {}), clean["status"]
+        row.labels = metadata.get("labels") or {}
+        row.resource_version = version
+        row.generation = int(metadata.get("generation") or row.generation)
+        row.copy_columns()
+        updated.append((row, previous))
+    if updated:
+        _update_rows(model, [row for row, _ in updated])
+        for row, previous in updated:
+            announce(row, previous)
+    return len(updated) + sum(_apply(kind, obj, Origin.KUBERNETES)[1] for obj in slow)
+
+
+def _update_rows(model: type[PlatformObject], rows: list[PlatformObject]) -> None:
+    """One UPDATE statement executed for many rows (``bulk_update`` builds CASE expressions
+    that cost more than the writes). Values are prepared by the fields, so JSON columns work on
+    SQLite and PostgreSQL alike."""
+    now = timezone.now()
+    fields = [
+        f
+        for f in model._meta.concrete_fields
+        if f.name in {"spec", "status", "labels", "resource_version", "generation", "updated_at"}
+        or (not f.editable and not f.primary_key and f.name not in {"uid", "creation_timestamp"})
+    ]
+    quote = connection.ops.quote_name
+    assignments = ", ".join(f"{quote(f.column)} = %s" for f in fields)
+    sql = f"UPDATE {quote(model._meta.db_table)} SET {assignments} WHERE {quote('id')} = %s"  # noqa: S608  (identifiers from the model, values as parameters)
+    params = []
+    for row in rows:
+        row.updated_at = now
+        params.append(
+            [f.get_db_prep_save(getattr(row, f.attname), connection) for f in fields] + [row.pk]
+        )
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, params)
+
+
+def _apply(kind: str, obj: dict[str, Any], origin: str) -> tuple[PlatformObject, bool]:
     clean = validate_object(kind, obj)
     metadata = obj["metadata"]
     model = _MODELS[kind]
@@ -54,35 +143,42 @@ def object_apply(
         .first()
     )
     uid = metadata.get("uid")
+    version = str(metadata.get("resourceVersion", ""))
+    if (
+        origin == Origin.KUBERNETES
+        and row is not None
+        and row.uid == uid
+        and not _newer(row.resource_version, version)
+    ):
+        return row, False
     if row is not None and uid and row.uid != uid:
         _delete_row(row)
         row = None
     spec = clean.get("spec", {})
     labels = metadata.get("labels") or {}
+    previous = None if row is None else (row.spec, row.status)
     if row is None:
         row = model(namespace=metadata["namespace"], name=metadata["name"], origin=origin)
         if uid:
             row.uid = uid
-    elif (
-        row.spec == spec
-        and row.status == clean["status"]
-        and row.labels == labels
-        and not (
-            origin == Origin.KUBERNETES and metadata.get("resourceVersion") != row.resource_version
-        )
-    ):
-        return row
+    elif row.spec == spec and row.status == clean["status"] and row.labels == labels:
+        if origin == Origin.DATABASE or row.resource_version == version:
+            return row, False
+        # Same content under a newer version (a no-op the API server still versioned).
+        model.objects.filter(pk=row.pk).update(resource_version=version)
+        row.resource_version = version
+        return row, True
     elif origin == Origin.DATABASE:
         row.resource_version = str(int(row.resource_version) + 1)
         if row.spec != spec:
             row.generation += 1
-    if origin != Origin.DATABASE and metadata.get("resourceVersion"):
-        row.resource_version = str(metadata["resourceVersion"])
+    if origin != Origin.DATABASE and version:
+        row.resource_version = version
         row.generation = int(metadata.get("generation") or row.generation)
     row.spec, row.status, row.labels = spec, clean["status"], labels
     row.save()
-    announce(row)
-    return row
+    announce(row, previous)
+    return row, True
 
 
 def _delete_row(row: PlatformObject) -> None:

@@ -6,7 +6,8 @@ roll back with it.
 
 from django.dispatch import Signal
 
-# kwargs: request (delegations.models.SubagentRequest)
+# kwargs: request (delegations.models.SubagentRequest), previous ((spec, status) before the
+# change, or None for a new object)
 subagent_request_changed = Signal()
 # kwargs: namespace, name, uid
 subagent_request_deleted = Signal()

@@ -102,10 +102,11 @@ class DatabaseStore:
                     f"{row.resource_version}, write carried {read_version})"
                 )
             if row.status != status:
+                previous = (row.spec, row.status)
                 row.status = status
                 row.resource_version = str(int(row.resource_version) + 1)
                 row.save()
-                services.announce(row)
+                services.announce(row, previous)
             return row.as_kubernetes_object()
 
 

@@ -6,7 +6,6 @@ violation is collected with the path of the field at fault, e.g. ``spec.dataSlot
 
 from __future__ import annotations
 
-import copy
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -133,7 +132,8 @@ def _check_metadata(metadata: Any, errors: list[FieldError]) -> dict[str, Any]:
 def validate_object(kind: str, obj: Any) -> dict[str, Any]:
     """Return a pruned copy of ``obj`` (a whole object: metadata, spec, status).
 
-    Raises ObjectInvalid naming every field at fault. Never mutates ``obj``.
+    Raises ObjectInvalid naming every field at fault. Never mutates ``obj``; the result shares
+    its (immutable) strings and its metadata with ``obj``, which callers must treat as read-only.
     """
     if kind not in KINDS:
         raise ObjectInvalid(kind, [FieldError("kind", f"unknown kind {kind!r}")])
@@ -141,7 +141,6 @@ def validate_object(kind: str, obj: Any) -> dict[str, Any]:
     errors: list[FieldError] = []
     if not isinstance(obj, dict):
         raise ObjectInvalid(kind, [FieldError("(object)", "must be a JSON object")])
-    obj = copy.deepcopy(obj)
     result: dict[str, Any] = {"metadata": _check_metadata(obj.get("metadata"), errors)}
     if "spec" in obj or definition["specRequired"]:
         if "spec" not in obj:

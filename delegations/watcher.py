@@ -1,40 +1,48 @@
-"""List-then-watch loops that keep the mirror in step with a cluster (domain.md section 1).
+"""List-then-watch loops that keep the mirror in step with a cluster.
 
 For each kind and namespace scope: list, then watch from the list's resourceVersion; track the
 resourceVersion of every event, bookmarks included; re-list on 410; reconnect with capped
 exponential backoff on anything transient. The client's own Watch is not used: with a timeout it
 stops reconnecting, and it decodes custom objects three times over.
+
+A reader thread decodes the stream into a queue; the watcher applies whatever has arrived in one
+transaction (up to BATCH_SIZE events), so a burst costs one commit while a lone event is applied
+at once. Events of one object are applied in the order they came.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import random
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
-from django.db import close_old_connections, connection
+from django.db import close_old_connections, connection, transaction
 
-from delegations.kube import KubeAdapter
+from delegations.kube import KubeAdapter, WatchStream
 from delegations.mirror import Mirror
 from delegations.store import Expired, StoreError
 
 logger = logging.getLogger(__name__)
 
 WATCHED_KINDS = ("Channel", "AgentSession", "SubagentRequest")
+BATCH_SIZE = 500
+_END = object()
 
 
 @dataclass
 class WatchStats:
     lists: int = 0
     events: int = 0
+    batches: int = 0
     reconnects: int = 0
     resource_version: str = ""
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class KindWatcher(threading.Thread):
-    """Mirrors one kind in one scope until ``stop`` is set."""
+    """Mirrors one kind in one scope until ``stop`` is set or ``halt()`` is called."""
 
     def __init__(
         self,
@@ -56,6 +64,15 @@ class KindWatcher(threading.Thread):
         self.mirror = Mirror(kind, namespace)
         self.stats = WatchStats()
         self.synced = threading.Event()
+        self._stream: WatchStream | None = None
+        self._lock = threading.Lock()
+
+    def halt(self) -> None:
+        """Stop now: the open watch is closed, not left to run until its timeout."""
+        self.stop_event.set()
+        with self._lock:
+            if self._stream is not None:
+                self._stream.close()
 
     def run(self) -> None:
         try:
@@ -79,30 +96,90 @@ class KindWatcher(threading.Thread):
             except Expired:
                 logger.info("%s: history expired; listing again", self.name)
                 version = ""
-            except StoreError as exc:
+            except Exception as exc:
+                if not isinstance(exc, StoreError):
+                    # A bug or a database failure: never die silently; start over from a list.
+                    logger.exception("%s: unexpected failure; listing again", self.name)
+                    version = ""
+                    exc = StoreError(str(exc))
                 self.stats.reconnects += 1
                 delay = exc.retry_after or min(self.backoff_cap, backoff) * random.uniform(0.5, 1)
                 logger.warning("%s: %s; retrying in %.1fs", self.name, exc, delay)
                 self.stop_event.wait(delay)
                 backoff = min(self.backoff_cap, backoff * 2)
 
+    def _read(self, stream: WatchStream, events: queue.Queue[Any]) -> None:
+        try:
+            for event in stream:
+                events.put(event)
+        except Exception as exc:  # handed to the applying thread, which owns the decision
+            events.put(exc)
+        events.put(_END)
+
     def follow(self, version: str) -> str:
-        """Watch from ``version`` until the stream ends; return the last resourceVersion seen.
+        """Watch from ``version`` until the stream ends; return the last resourceVersion applied.
         Raises Expired on a 410 ERROR event, other StoreErrors on failures."""
-        for event in self.adapter.watch(self.kind, self.namespace, version, self.timeout_seconds):
-            if self.stop_event.is_set():
+        stream = self.adapter.watch(self.kind, self.namespace, version, self.timeout_seconds)
+        with self._lock:
+            self._stream = stream
+        if self.stop_event.is_set():
+            stream.close()
+        events: queue.Queue[Any] = queue.Queue(maxsize=BATCH_SIZE * 4)
+        reader = threading.Thread(target=self._read, args=(stream, events), daemon=True)
+        reader.start()
+        try:
+            while True:
+                batch = [events.get()]
+                while len(batch) < BATCH_SIZE and batch[-1] is not _END:
+                    try:
+                        batch.append(events.get_nowait())
+                    except queue.Empty:
+                        break
+                version = self._apply(batch, version)
+                if batch[-1] is _END or self.stop_event.is_set():
+                    return version
+        finally:
+            stream.close()
+            with self._lock:
+                self._stream = None
+
+    def _apply(self, batch: list[Any], version: str) -> str:
+        """Apply a batch in one transaction; return the resourceVersion it brings us to.
+
+        Only the last event of each object in the batch is applied: the mirror needs an
+        object's latest state, not every state it passed through within a few milliseconds.
+        An ERROR event, or a failure of the reader, is raised after the events before it.
+        """
+        latest: dict[tuple[str, str], dict[str, Any]] = {}
+        failure: Exception | None = None
+        for item in batch:
+            if item is _END:
                 break
-            kind = event.get("type")
-            obj = event.get("object") or {}
+            if isinstance(item, Exception):
+                failure = item
+                break
+            kind = item.get("type")
+            obj = item.get("object") or {}
             if kind == "ERROR":
-                if obj.get("code") == 410:
-                    raise Expired(str(obj.get("message", "410 Gone")))
-                raise StoreError(f"watch error: {obj.get('message', obj)}")
-            version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+                failure = (
+                    Expired(str(obj.get("message", "410 Gone")))
+                    if obj.get("code") == 410
+                    else StoreError(f"watch error: {obj.get('message', obj)}")
+                )
+                break
+            metadata = obj.get("metadata") or {}
             if kind != "BOOKMARK":
-                self.mirror.apply_event(event)
+                key = (metadata.get("namespace", ""), metadata.get("name", ""))
+                latest.pop(key, None)  # re-insert so objects keep the order of their last event
+                latest[key] = item
                 self.stats.events += 1
-            self.stats.resource_version = version
+            version = str(metadata.get("resourceVersion") or version)
+        with transaction.atomic():
+            self.mirror.apply_batch(list(latest.values()))
+        self.stats.batches += 1
+        self.stats.resource_version = version
+        if failure is not None:
+            raise failure
         return version
 
 
@@ -114,8 +191,8 @@ def start_watchers(
     timeout_seconds: int,
     backoff_cap: float,
 ) -> list[KindWatcher]:
-    """One watcher per kind and scope; channels and sessions first, so that a request's lineage
-    is usually known by the time its cards are raised."""
+    """One watcher per kind and scope; channels and sessions are listed first, so that a
+    request's lineage is usually known by the time its cards are raised."""
     scopes: list[str | None] = list(namespaces) or [None]
     watchers: list[KindWatcher] = []
     for kind in WATCHED_KINDS:
@@ -135,3 +212,10 @@ def start_watchers(
             watcher.start()
             watchers.append(watcher)
     return watchers
+
+
+def halt_watchers(watchers: list[KindWatcher], timeout: float = 10) -> None:
+    for watcher in watchers:
+        watcher.halt()
+    for watcher in watchers:
+        watcher.join(timeout)

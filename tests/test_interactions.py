@@ -70,7 +70,8 @@ def test_an_undeliverable_card_parks_nothing(team):
 def test_a_request_seen_before_its_parent_session_is_routed_once_the_session_arrives(db):
     factories.owned_tag("tag-logs", ALICE)
     factories.session("root", input_channel=factories.binding("web", "browser"))
-    subagent_request("early", parent="late-child")
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        subagent_request("early", parent="late-child")
     assert card_for("early").undeliverable == Undeliverable.ROUTING_ERROR
     with TestCase.captureOnCommitCallbacks(execute=True):
         factories.session(

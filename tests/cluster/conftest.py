@@ -10,7 +10,7 @@ import pytest
 
 from delegations.kube import KubeAdapter, get_adapter, load_api_client
 from delegations.store import get_store
-from delegations.watcher import KindWatcher, start_watchers
+from delegations.watcher import KindWatcher, halt_watchers, start_watchers
 from tests.conftest import ALICE
 from tests.factories import owned_tag, request_object
 
@@ -52,9 +52,8 @@ class Watching:
         return next(w for w in self.watchers if w.kind == kind)
 
     def shutdown(self) -> None:
-        self.stop.set()
+        halt_watchers(self.watchers)
         for watcher in self.watchers:
-            watcher.join(timeout=10)
             assert not watcher.is_alive(), f"{watcher.name} did not stop"
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from approvals.models import Card, CardState
 from delegations.models import AgentSession, SubagentRequest
-from delegations.watcher import start_watchers
+from delegations.watcher import halt_watchers, start_watchers
 from tests.cluster.conftest import put_request, put_world
 from tests.kubeapi.fixtures import wait_until
 
@@ -41,9 +41,7 @@ def test_the_initial_list_mirrors_the_cluster_and_raises_cards(kube, cluster, ad
             {"ns": "team", "name": "root"},
         ]
     finally:
-        stop.set()
-        for watcher in watchers:
-            watcher.join(10)
+        halt_watchers(watchers)
 
 
 def test_live_events_raise_resolve_and_forget(kube, watching):

@@ -1,7 +1,7 @@
 """What the API server does with a custom resource's structural schema, in its order:
 
 1. prune: fields the schema does not declare are dropped (metadata keeps ObjectMeta's fields);
-2. drop `null`s of non-nullable fields that have no default;
+2. ... and so are `null`s of non-nullable fields that have no default;
 3. apply `default`s;
 4. validate: `type`, `enum`, `required`, `pattern`, `format: date-time`, `minLength`,
    `maxLength`, `minItems`, `maxItems`, `minimum`, `maximum`, reported as field errors worded
@@ -46,9 +46,7 @@ OBJECT_META_FIELDS = frozenset(
     }
 )
 
-_DATE_TIME = re.compile(
-    r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$"
-)
+_DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 
 
 def root_schema(spec: Schema, status: Schema | None, *, spec_required: bool) -> dict[str, Any]:
@@ -68,7 +66,9 @@ def root_schema(spec: Schema, status: Schema | None, *, spec_required: bool) -> 
 
 
 def prune(obj: dict[str, Any], schema: Schema) -> tuple[dict[str, Any], list[str]]:
-    """Drop undeclared fields of a whole object; returns the pruned copy and the dropped paths."""
+    """Drop undeclared fields of a whole object, and `null`s of non-nullable fields without a
+    default; returns the pruned copy (sharing only immutable scalars with `obj`) and the paths
+    of the undeclared fields."""
     dropped: list[str] = []
     out: dict[str, Any] = {}
     properties = schema.get("properties", {})
@@ -82,10 +82,16 @@ def prune(obj: dict[str, Any], schema: Schema) -> tuple[dict[str, Any], list[str
                     dropped.append(f"metadata.{meta_key}")
             out[key] = meta
         elif key in properties:
-            out[key] = _prune(value, properties[key], key, dropped)
+            if not _null_dropped(value, properties[key]):
+                out[key] = _prune(value, properties[key], key, dropped)
         else:
             dropped.append(key)
     return out, dropped
+
+
+def _null_dropped(value: Any, schema: Schema) -> bool:
+    """The API server removes `null` where the schema is neither nullable nor defaulted."""
+    return value is None and not schema.get("nullable") and "default" not in schema
 
 
 def _prune(value: Any, schema: Schema, path: str, dropped: list[str]) -> Any:
@@ -96,19 +102,24 @@ def _prune(value: Any, schema: Schema, path: str, dropped: list[str]) -> Any:
         additional = schema.get("additionalProperties")
         out = {}
         for key, item in value.items():
-            if key in properties:
-                out[key] = _prune(item, properties[key], f"{path}.{key}", dropped)
-            elif isinstance(additional, Mapping):
-                out[key] = _prune(item, additional, f"{path}.{key}", dropped)
+            child = properties.get(key)
+            if child is None and isinstance(additional, Mapping):
+                child = additional
+            if child is not None:
+                if not _null_dropped(item, child):
+                    out[key] = _prune(item, child, f"{path}.{key}", dropped)
             elif additional is True:
                 out[key] = copy.deepcopy(item)
             else:
                 dropped.append(f"{path}.{key}")
         return out
     if isinstance(value, list) and isinstance(schema.get("items"), Mapping):
-        return [_prune(item, schema["items"], f"{path}[{i}]", dropped) for i, item in enumerate(value)]
-    # A scalar, or a value of the wrong type: kept as is, validation reports the type.
-    return copy.deepcopy(value)
+        items = schema["items"]
+        return [_prune(item, items, f"{path}[{i}]", dropped) for i, item in enumerate(value)]
+    if isinstance(value, (dict, list)):
+        return copy.deepcopy(value)  # a container the schema does not describe
+    # A scalar (immutable): kept as is; a wrong type is reported by validation.
+    return value
 
 
 def _child_schema(schema: Schema | None, key: str) -> Schema | None:
@@ -121,30 +132,25 @@ def _child_schema(schema: Schema | None, key: str) -> Schema | None:
     return additional if isinstance(additional, Mapping) else None
 
 
-def drop_nulls(value: Any, schema: Schema | None) -> Any:
-    """Remove map entries that are `null` where the schema is neither nullable nor defaulted."""
-    if isinstance(value, dict):
-        out = {}
-        for key, item in value.items():
-            child = _child_schema(schema, key)
-            if (
-                item is None
-                and child is not None
-                and not child.get("nullable")
-                and "default" not in child
-            ):
-                continue
-            out[key] = drop_nulls(item, child)
-        return out
-    if isinstance(value, list):
-        items = schema.get("items") if schema is not None else None
-        return [drop_nulls(item, items) for item in value]
-    return value
+# Schemas are long-lived constants: whether a subtree declares any default is computed once.
+_DEFAULTS_BELOW: dict[int, bool] = {}
+
+
+def _has_defaults(schema: Schema) -> bool:
+    key = id(schema)
+    if key not in _DEFAULTS_BELOW:
+        children = list(schema.get("properties", {}).values())
+        for nested in (schema.get("items"), schema.get("additionalProperties")):
+            if isinstance(nested, Mapping):
+                children.append(nested)
+        _DEFAULTS_BELOW[key] = any("default" in c or _has_defaults(c) for c in children)
+    return _DEFAULTS_BELOW[key]
 
 
 def apply_defaults(value: Any, schema: Schema | None) -> Any:
-    """Fill absent (or non-nullable null) properties that declare a `default`."""
-    if schema is None:
+    """Fill absent (or non-nullable null) properties that declare a `default`. Subtrees without
+    defaults are returned as they are (not copied)."""
+    if schema is None or not _has_defaults(schema):
         return value
     if isinstance(value, dict):
         out = dict(value)
@@ -290,8 +296,7 @@ def _validate_string(value: str, schema: Schema, path: str, errors: list[FieldEr
             FieldError(
                 "FieldValueInvalid",
                 path,
-                f"Invalid value: {_show(value)}: {path} in body should match "
-                f"'{schema['pattern']}'",
+                f"Invalid value: {_show(value)}: {path} in body should match '{schema['pattern']}'",
             )
         )
     if schema.get("format") == "date-time" and not _DATE_TIME.match(value):

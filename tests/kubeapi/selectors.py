@@ -119,22 +119,21 @@ class FieldRequirement:
         return (actual == self.value) == self.equal
 
 
+def _field_term(term: str) -> FieldRequirement:
+    for op, equal in (("!=", False), ("==", True), ("=", True)):
+        if op in term:
+            field, value = (part.strip() for part in term.split(op, 1))
+            if field not in FIELDS:
+                raise SelectorError(f'field label not supported: "{field}"')
+            return FieldRequirement(field, value, equal)
+    raise SelectorError(f"invalid selector: '{term}'; can't understand '{term}'")
+
+
 def parse_field_selector(selector: str | None) -> tuple[FieldRequirement, ...]:
     """Parse `fieldSelector`; only metadata.name and metadata.namespace are known fields."""
     if not selector:
         return ()
-    requirements = []
-    for term in _split_terms(selector):
-        for op, equal in (("!=", False), ("==", True), ("=", True)):
-            if op in term:
-                field, value = (part.strip() for part in term.split(op, 1))
-                break
-        else:
-            raise SelectorError(f"invalid selector: '{term}'; can't understand '{term}'")
-        if field not in FIELDS:
-            raise SelectorError(f'field label not supported: "{field}"')
-        requirements.append(FieldRequirement(field, value, equal))
-    return tuple(requirements)
+    return tuple(_field_term(term) for term in _split_terms(selector))
 
 
 @dataclass(frozen=True)

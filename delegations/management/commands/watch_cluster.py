@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from delegations.kube import KubeAdapter, default_identity, load_api_client, own_namespace
 from delegations.leader import LeaseElector
 from delegations.signals import watcher_tick
-from delegations.watcher import KindWatcher, start_watchers
+from delegations.watcher import KindWatcher, halt_watchers, start_watchers
 
 
 class Command(BaseCommand):
@@ -60,10 +60,8 @@ class Command(BaseCommand):
             self.stdout.write(f"{identity}: active, watching {namespaces or 'all namespaces'}")
 
         def stopped() -> None:
-            running["stop"].set()
             watchers: list[KindWatcher] = running.get("watchers", [])
-            for watcher in watchers:
-                watcher.join(timeout=10)
+            halt_watchers(watchers)
             self.stdout.write(f"{identity}: standing by")
 
         def tick() -> None:

@@ -1,0 +1,72 @@
+"""Shared set-up for benchmarks: Django on a scratch database, the test API server, figures.
+
+Benchmarks print figures and ratios and never fail on time. BENCH_DATABASE_URL selects the
+database (PostgreSQL is what production runs); without it a scratch SQLite file is used.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def setup_django(*, broker: bool = False) -> None:
+    """Django on a scratch database. With ``broker``, tasks are queued to Redis as in production
+    (BENCH_BROKER_URL, default a scratch Redis database on 127.0.0.1:6379) and nobody consumes
+    them: the benchmarked process only pays for enqueueing, as the watcher does."""
+    scratch = tempfile.mkdtemp(prefix="desk-bench-")
+    if broker:
+        os.environ["CELERY_BROKER_URL"] = os.environ.get(
+            "BENCH_BROKER_URL", "redis://127.0.0.1:6379/15"
+        )
+    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only")
+    os.environ["DATABASE_URL"] = (
+        os.environ.get("BENCH_DATABASE_URL") or f"sqlite:///{scratch}/bench.sqlite3"
+    )
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("LOG_LEVEL", "ERROR")
+    import django
+
+    django.setup()
+    import atexit
+
+    from django.db import connection
+    from django.test.utils import setup_test_environment
+
+    setup_test_environment()
+    # A database of its own, never the test suite's, removed when the benchmark ends.
+    connection.settings_dict.setdefault("TEST", {})["NAME"] = "desk_bench"
+    original = connection.settings_dict["NAME"]
+    connection.creation.create_test_db(verbosity=0, keepdb=False)
+    atexit.register(lambda: connection.creation.destroy_test_db(original, verbosity=0))
+    if broker:
+        from config.celery import app
+
+        with app.connection_for_write() as conn:
+            conn.default_channel.queue_purge("celery")
+
+
+def percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def report(title: str, rows: list[tuple[str, str]]) -> None:
+    width = max(len(name) for name, _ in rows)
+    print(f"\n== {title}")
+    for name, value in rows:
+        print(f"  {name.ljust(width)}  {value}")
+
+
+def summary_ms(samples: list[float]) -> str:
+    return (
+        f"p50 {percentile(samples, 0.5) * 1000:.2f} ms, "
+        f"p99 {percentile(samples, 0.99) * 1000:.2f} ms, "
+        f"mean {statistics.fmean(samples) * 1000:.2f} ms over {len(samples)}"
+    )
