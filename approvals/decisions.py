@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from approvals.authorizer import get_authorizer
@@ -208,21 +208,18 @@ def _decide(
     if not moved:
         card.refresh_from_db()
         return _closed_card_refusal(card)
-    try:
-        with transaction.atomic():
-            decision = Decision.objects.create(
-                card=card,
-                outcome=outcome,
-                action_id=action_id,
-                decided_by_email=identity.email,
-                decided_by_subject=identity.subject,
-                decided_at=now,
-                channel=channel,
-                reason=reason,
-            )
-    except IntegrityError:
-        card.refresh_from_db()
-        return _closed_card_refusal(card)
+    # No savepoint: the UPDATE above already admitted exactly one decider, so the one-to-one
+    # constraint can only fire on a bug, which rolls everything back (handler_error).
+    decision = Decision.objects.create(
+        card=card,
+        outcome=outcome,
+        action_id=action_id,
+        decided_by_email=identity.email,
+        decided_by_subject=identity.subject,
+        decided_at=now,
+        channel=channel,
+        reason=reason,
+    )
     AuditEntry.objects.create(
         action=AuditAction.DECIDED,
         actor_email=identity.email,

@@ -6,6 +6,7 @@ import logging
 from datetime import timedelta
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from approvals.models import AuditAction, AuditEntry, CardState, Decision, Delivery
@@ -36,7 +37,6 @@ def decision_write_status(*, decision_id: int) -> str:
         return decision.delivery
     card = decision.card
     field = APPROVED_SLOTS if decision.outcome == CardState.APPROVED else DENIED_SLOTS
-    Decision.objects.filter(pk=decision.pk).update(delivery_attempts=decision.delivery_attempts + 1)
     try:
         append_decided_slot(
             store=get_store(),
@@ -56,7 +56,9 @@ def decision_write_status(*, decision_id: int) -> str:
     except StoreError as exc:
         if exc.permanent:
             return _finish(decision, Delivery.FAILED, f"The status write was refused: {exc}")
-        Decision.objects.filter(pk=decision.pk).update(delivery_detail=f"Waiting to retry: {exc}")
+        Decision.objects.filter(pk=decision.pk).update(
+            delivery_attempts=F("delivery_attempts") + 1, delivery_detail=f"Waiting to retry: {exc}"
+        )
         logger.warning("decision %s not written yet: %s", decision.pk, exc)
         raise DeliveryPending(str(exc), getattr(exc, "retry_after", None)) from exc
     return _finish(decision, Delivery.WRITTEN, f"Written to status.{field}.")
@@ -65,6 +67,7 @@ def decision_write_status(*, decision_id: int) -> str:
 @transaction.atomic
 def _finish(decision: Decision, delivery: str, detail: str) -> str:
     updated = Decision.objects.filter(pk=decision.pk, delivery=Delivery.RECORDED).update(
+        delivery_attempts=F("delivery_attempts") + 1,
         delivery=delivery,
         delivery_detail=detail,
         written_at=timezone.now() if delivery == Delivery.WRITTEN else None,

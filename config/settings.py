@@ -82,8 +82,13 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     (BASE_DIR / "var").mkdir(exist_ok=True)
-    # Writers wait for each other instead of failing with "database is locked".
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # Writers wait for each other instead of failing with "database is locked"; write-ahead
+    # logging lets pages read while the watcher writes, and synchronous=NORMAL is WAL's
+    # recommended durability (a commit survives a crash of the process).
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        timeout=20,
+        init_command="PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTHENTICATION_BACKENDS = ["approvals.identity.EmailBackend"]

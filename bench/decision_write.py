@@ -1,0 +1,140 @@
+"""Decision -> status written: p50 and p99 vs. a bare GET + PUT /status from the same client.
+
+Target (issue 3): p99 within 2x of the bare round trip.
+
+    .venv/bin/python bench/decision_write.py [--decisions 300]
+
+The test API server runs in a process of its own. Each decision goes through the one decision
+service every surface uses (gates, owner check, the first-wins record, the audit entry) and then
+the status write (read, append, PUT with the resourceVersion read); the clock stops when the
+status write returns. The bare round trip is the adapter's GET + PUT /status of the same kind of
+object, with no database involved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from harness import ROOT, percentile, report, setup_django, summary_ms
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--decisions", type=int, default=300)
+    args = parser.parse_args()
+    setup_django()
+
+    from django.conf import settings
+
+    from approvals.decisions import card_decide
+    from approvals.identity import Identity
+    from approvals.models import Card
+    from delegations.kube import KubeAdapter, get_adapter, load_api_client
+    from delegations.mirror import Mirror
+    from delegations.store import get_store
+    from tests.factories import owned_tag, request_object
+    from tests.kubeapi.kubeconfig import write_kubeconfig
+
+    server = subprocess.Popen(  # noqa: S603  (our own interpreter and script)
+        [sys.executable, str(ROOT / "bench" / "apiserver_process.py")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    url = server.stdout.readline().strip()
+    kubeconfig = write_kubeconfig(Path(tempfile.mkdtemp()) / "kubeconfig", url)
+    settings.DELEGATION_BACKEND = "kubernetes"
+    settings.KUBECONFIG = str(kubeconfig)
+    get_adapter.cache_clear()
+    get_store.cache_clear()
+    adapter = KubeAdapter(load_api_client(str(kubeconfig)))
+    custom, group = adapter.custom, ("agentprimitives.authzed.com", "v1alpha1")
+    api_version = "agentprimitives.authzed.com/v1alpha1"
+
+    owned_tag("tag-logs", "alice@example.com")
+    custom.create_namespaced_custom_object(
+        *group,
+        "bench",
+        "agentsessions",
+        {
+            "apiVersion": api_version,
+            "kind": "AgentSession",
+            "metadata": {"name": "root"},
+            "spec": {"inputChannel": {"name": "web", "kind": "browser"}},
+        },
+    )
+    total = args.decisions * 2
+    for i in range(total):
+        obj = request_object(f"req-{i}", ns="bench", task="Summarise the outage. " * 20)
+        status = obj.pop("status")
+        created = custom.create_namespaced_custom_object(
+            *group,
+            "bench",
+            "subagentrequests",
+            {"apiVersion": api_version, "kind": "SubagentRequest", **obj},
+        )
+        created["status"] = status
+        adapter.replace_status("SubagentRequest", created)
+    Mirror("AgentSession", None).replace_all(adapter.list("AgentSession", None)[0])
+    Mirror("SubagentRequest", None).replace_all(adapter.list("SubagentRequest", None)[0])
+
+    bare = []
+    for i in range(args.decisions, total):
+        began = time.perf_counter()
+        obj = adapter.read("SubagentRequest", "bench", f"req-{i}")
+        obj["status"]["approvedDataSlots"] = [{"slot": "logs", "tagID": "tag-logs"}]
+        adapter.replace_status("SubagentRequest", obj)
+        bare.append(time.perf_counter() - began)
+
+    # The clock stops when the PUT that carries the decision returns: the status is written.
+    store = get_store()
+    real_replace = store.replace_status
+    written_at: list[float] = []
+
+    def timed_replace(kind: str, obj: dict) -> dict:
+        result = real_replace(kind, obj)
+        if kind == "SubagentRequest":
+            written_at.append(time.perf_counter())
+        return result
+
+    store.replace_status = timed_replace
+    alice = Identity("alice@example.com")
+    decided = []
+    for i in range(args.decisions):
+        card = Card.objects.get(request_name=f"req-{i}")
+        began = time.perf_counter()
+        result = card_decide(card_id=card.pk, identity=alice, action_id="approve", channel="web")
+        assert result.applied, result.message
+        decided.append(written_at[-1] - began)
+
+    written = sum(
+        1
+        for i in range(args.decisions)
+        if adapter.read("SubagentRequest", "bench", f"req-{i}")["status"].get("approvedDataSlots")
+        == [{"slot": "logs", "tagID": "tag-logs"}]
+    )
+    report(
+        "decision -> status written (kubernetes backend, SQLite or BENCH_DATABASE_URL)",
+        [
+            ("bare GET + PUT /status", summary_ms(bare)),
+            ("decision -> written", summary_ms(decided)),
+            ("p50 ratio", f"{percentile(decided, 0.5) / percentile(bare, 0.5):.2f}x"),
+            (
+                "p99 ratio",
+                f"{percentile(decided, 0.99) / percentile(bare, 0.99):.2f}x (target <= 2x)",
+            ),
+            ("statuses holding the slot exactly once", f"{written} of {args.decisions}"),
+        ],
+    )
+    adapter.close()
+    server.stdin.close()
+    server.wait(10)
+
+
+if __name__ == "__main__":
+    main()
