@@ -14,13 +14,9 @@ object, with no database involved.
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 
-from harness import ROOT, percentile, report, setup_django, summary_ms
+from harness import ApiServerProcess, percentile, report, setup_django, summary_ms
 
 
 def main() -> None:
@@ -38,16 +34,9 @@ def main() -> None:
     from delegations.mirror import Mirror
     from delegations.store import get_store
     from tests.factories import owned_tag, request_object
-    from tests.kubeapi.kubeconfig import write_kubeconfig
 
-    server = subprocess.Popen(  # noqa: S603  (our own interpreter and script)
-        [sys.executable, str(ROOT / "bench" / "apiserver_process.py")],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    url = server.stdout.readline().strip()
-    kubeconfig = write_kubeconfig(Path(tempfile.mkdtemp()) / "kubeconfig", url)
+    server = ApiServerProcess()
+    kubeconfig = server.kubeconfig
     settings.DELEGATION_BACKEND = "kubernetes"
     settings.KUBECONFIG = str(kubeconfig)
     get_adapter.cache_clear()
@@ -132,8 +121,7 @@ def main() -> None:
         ],
     )
     adapter.close()
-    server.stdin.close()
-    server.wait(10)
+    server.stop()
 
 
 if __name__ == "__main__":

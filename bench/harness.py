@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -50,6 +51,27 @@ def setup_django(*, broker: bool = False) -> None:
 
         with app.connection_for_write() as conn:
             conn.default_channel.queue_purge("celery")
+
+
+class ApiServerProcess:
+    """The test Kubernetes API server in a process of its own (so its work does not share the
+    benchmarked interpreter's lock), with a kubeconfig pointing at it."""
+
+    def __init__(self) -> None:
+        from tests.kubeapi.kubeconfig import write_kubeconfig
+
+        self.process = subprocess.Popen(  # noqa: S603  (our own interpreter and script)
+            [sys.executable, str(ROOT / "bench" / "apiserver_process.py")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.url = self.process.stdout.readline().strip()
+        self.kubeconfig = write_kubeconfig(Path(tempfile.mkdtemp()) / "kubeconfig", self.url)
+
+    def stop(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(10)
 
 
 def percentile(samples: list[float], fraction: float) -> float:

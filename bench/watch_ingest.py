@@ -16,14 +16,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
-import tempfile
 import threading
 import time
-from pathlib import Path
 
-from harness import ROOT, report, setup_django
+from harness import ApiServerProcess, report, setup_django
 
 
 def main() -> None:
@@ -40,16 +36,9 @@ def main() -> None:
     from delegations.models import SubagentRequest
     from delegations.watcher import BATCH_SIZE, KindWatcher
     from tests.factories import owned_tag, request_object
-    from tests.kubeapi.kubeconfig import write_kubeconfig
 
-    server = subprocess.Popen(  # noqa: S603  (our own interpreter and script)
-        [sys.executable, str(ROOT / "bench" / "apiserver_process.py")],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    url = server.stdout.readline().strip()
-    kubeconfig = write_kubeconfig(Path(tempfile.mkdtemp()) / "kubeconfig", url)
+    server = ApiServerProcess()
+    kubeconfig = server.kubeconfig
     adapter = KubeAdapter(load_api_client(str(kubeconfig)))
     custom, group = adapter.custom, ("agentprimitives.authzed.com", "v1alpha1")
 
@@ -149,8 +138,7 @@ def main() -> None:
         ],
     )
     adapter.close()
-    server.stdin.close()
-    server.wait(10)
+    server.stop()
 
 
 if __name__ == "__main__":
