@@ -53,8 +53,11 @@ class KindWatcher(threading.Thread):
         *,
         timeout_seconds: int = 300,
         backoff_cap: float = 30.0,
+        after: list[threading.Event] | None = None,
     ) -> None:
+        """``after``: events to wait for before the first list (other watchers' ``synced``)."""
         super().__init__(name=f"watch-{kind}-{namespace or 'all'}", daemon=True)
+        self.after = after or []
         self.adapter = adapter
         self.kind = kind
         self.namespace = namespace
@@ -76,6 +79,9 @@ class KindWatcher(threading.Thread):
 
     def run(self) -> None:
         try:
+            for event in self.after:
+                while not (event.wait(0.2) or self.stop_event.is_set()):
+                    pass
             self.loop()
         finally:
             connection.close()
@@ -109,12 +115,23 @@ class KindWatcher(threading.Thread):
                 backoff = min(self.backoff_cap, backoff * 2)
 
     def _read(self, stream: WatchStream, events: queue.Queue[Any]) -> None:
+        def offer(item: Any) -> bool:
+            # Never block for good on a full queue: the applier may have stopped reading.
+            while not stream.closed:
+                try:
+                    events.put(item, timeout=0.5)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
         try:
             for event in stream:
-                events.put(event)
+                if not offer(event):
+                    return
         except Exception as exc:  # handed to the applying thread, which owns the decision
-            events.put(exc)
-        events.put(_END)
+            offer(exc)
+        offer(_END)
 
     def follow(self, version: str) -> str:
         """Watch from ``version`` until the stream ends; return the last resourceVersion applied.
@@ -129,7 +146,12 @@ class KindWatcher(threading.Thread):
         reader.start()
         try:
             while True:
-                batch = [events.get()]
+                try:
+                    batch = [events.get(timeout=0.5)]
+                except queue.Empty:
+                    if self.stop_event.is_set():
+                        return version
+                    continue
                 while len(batch) < BATCH_SIZE and batch[-1] is not _END:
                     try:
                         batch.append(events.get_nowait())
@@ -191,15 +213,13 @@ def start_watchers(
     timeout_seconds: int,
     backoff_cap: float,
 ) -> list[KindWatcher]:
-    """One watcher per kind and scope; channels and sessions are listed first, so that a
-    request's lineage is usually known by the time its cards are raised."""
+    """One watcher per kind and scope, started at once without waiting for anything. Request
+    watchers list only after the channel and session watchers have, so that a request's lineage
+    is usually known by the time its cards are raised."""
     scopes: list[str | None] = list(namespaces) or [None]
     watchers: list[KindWatcher] = []
     for kind in WATCHED_KINDS:
-        if kind == "SubagentRequest":
-            for watcher in watchers:
-                while not (watcher.synced.wait(0.2) or stop.is_set()):
-                    pass
+        after = [w.synced for w in watchers] if kind == "SubagentRequest" else []
         for namespace in scopes:
             watcher = KindWatcher(
                 adapter,
@@ -208,6 +228,7 @@ def start_watchers(
                 stop,
                 timeout_seconds=timeout_seconds,
                 backoff_cap=backoff_cap,
+                after=after,
             )
             watcher.start()
             watchers.append(watcher)

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
+from django.db import connection
 
 from delegations.kube import KubeAdapter, default_identity, load_api_client, own_namespace
 from delegations.leader import LeaseElector
@@ -64,8 +65,17 @@ class Command(BaseCommand):
             halt_watchers(watchers)
             self.stdout.write(f"{identity}: standing by")
 
+        def upkeep() -> None:
+            try:
+                watcher_tick.send(sender=self.__class__)
+            finally:
+                connection.close()
+
         def tick() -> None:
-            watcher_tick.send(sender=self.__class__)
+            # Upkeep may wait on the cluster; it must never delay a lease renewal.
+            if running.get("upkeep") is None or not running["upkeep"].is_alive():
+                running["upkeep"] = threading.Thread(target=upkeep, name="upkeep", daemon=True)
+                running["upkeep"].start()
 
         self.stdout.write(f"{identity}: campaigning for lease {settings.LEASE_NAME}")
         elector.run(stop, started, stopped, tick)
