@@ -10,6 +10,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from approvals.authorizer import SourcesUnknown, get_authorizer
+from approvals.events import publish_card_event
 from approvals.models import (
     AuditAction,
     AuditEntry,
@@ -134,6 +135,7 @@ def card_close(*, card: Card, state: str, detail: str) -> bool:
     if closed:
         card.refresh_from_db()
         schedule_pending_interaction_sync(card.pk)
+        publish_card_event(card, "closed")
         AuditEntry.objects.create(
             action=AuditAction.CLOSED,
             card_id=card.pk,
@@ -205,6 +207,7 @@ def cards_reroute_undelivered() -> int:
         if not card.undeliverable:
             rerouted += 1
             schedule_pending_interaction_sync(card.pk)
+            publish_card_event(card, "raised")
     return rerouted
 
 
@@ -261,6 +264,7 @@ def card_raise_disclosure(*, request: SubagentRequest, slot: str, tag_id: str) -
     CardApprover.objects.bulk_create([CardApprover(card=card, email=e) for e in sorted(owners)])
     if not card.undeliverable:
         schedule_pending_interaction_sync(card.pk)
+        publish_card_event(card, "raised")
     else:
         if card.undeliverable == Undeliverable.ROUTING_ERROR:
             schedule_reroute()

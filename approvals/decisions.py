@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from approvals.authorizer import get_authorizer
 from approvals.cards import card_close, schedule_pending_interaction_sync
+from approvals.events import publish_card_event
 from approvals.identity import Identity
 from approvals.models import (
     AuditAction,
@@ -235,6 +236,8 @@ def _decide(
 
     transaction.on_commit(lambda: write_decision_status.delay(decision.pk))
     schedule_pending_interaction_sync(card.pk)
+    card.refresh_from_db(fields=["state", "closed_at"])
+    publish_card_event(card, "decided")
     verb = "Shared" if outcome == CardState.APPROVED else "Not shared"
     return DecisionResult(
         applied=True,

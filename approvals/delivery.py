@@ -9,6 +9,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from approvals.events import publish_card_event
 from approvals.models import AuditAction, AuditEntry, CardState, Decision, Delivery
 from delegations.platform import APPROVED_SLOTS, DENIED_SLOTS
 from delegations.status import append_decided_slot
@@ -73,6 +74,7 @@ def _finish(decision: Decision, delivery: str, detail: str) -> str:
         written_at=timezone.now() if delivery == Delivery.WRITTEN else None,
     )
     if updated:
+        publish_card_event(decision.card, "delivery")
         AuditEntry.objects.create(
             action=AuditAction.WRITTEN
             if delivery == Delivery.WRITTEN

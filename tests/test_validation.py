@@ -164,8 +164,9 @@ def test_applying_an_invalid_object_stores_nothing_and_keeps_the_previous_versio
 
 
 def test_an_unchanged_apply_keeps_the_resource_version_and_a_change_bumps_it(db):
-    first = services.object_apply("SubagentRequest", request_object("r1"))
-    again = services.object_apply("SubagentRequest", request_object("r1"))
+    obj = request_object("r1")
+    first = services.object_apply("SubagentRequest", obj)
+    again = services.object_apply("SubagentRequest", obj)
     assert again.resource_version == first.resource_version
     changed = services.object_apply("SubagentRequest", request_object("r1", task="other"))
     assert int(changed.resource_version) == int(first.resource_version) + 1

@@ -1,0 +1,139 @@
+"""The live-update websocket: who hears what, and that only committed changes are announced."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
+from channels.layers import channel_layers
+from channels.testing import WebsocketCommunicator
+from django.db import connections, transaction
+
+from approvals.consumers import LiveConsumer
+from approvals.decisions import card_decide
+from approvals.identity import Identity
+from approvals.models import Decision
+from tests.conftest import ALICE
+from tests.factories import card_for, subagent_request
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def fresh_layer(settings):
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    channel_layers.backends = {}
+    yield
+    channel_layers.backends = {}
+
+
+def connect(user, card_id=None):
+    path = "/ws/live/" + (f"?card={card_id}" if card_id else "")
+    communicator = WebsocketCommunicator(LiveConsumer.as_asgi(), path)
+    communicator.scope["user"] = user
+    communicator.scope["query_string"] = (f"card={card_id}" if card_id else "").encode()
+    return communicator
+
+
+def run(body):
+    """Drive the async test body on a thread of its own: once the browser tests have started,
+    Playwright's event loop occupies the main thread for the rest of the session."""
+
+    def drive() -> None:
+        try:
+            async_to_sync(body)()
+        finally:
+            connections.close_all()  # this thread's database sessions end with it
+
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(drive).result(timeout=30)
+
+
+def test_an_anonymous_socket_is_refused(team):
+    from django.contrib.auth.models import AnonymousUser
+
+    async def body():
+        communicator = connect(AnonymousUser())
+        connected, code = await communicator.connect()
+        assert not connected and code == 4401
+
+    run(body)
+
+
+def test_a_card_raised_for_me_is_announced_without_its_words(alice, team):
+    async def body():
+        communicator = connect(alice)
+        assert (await communicator.connect())[0]
+        await database_sync_to_async(subagent_request)("live", task="<b>secret task words</b>")
+        message = await communicator.receive_json_from(timeout=5)
+        card = await database_sync_to_async(card_for)("live")
+        assert message == {"event": "raised", "card": card.pk, "state": "open"}
+        await communicator.disconnect()
+
+    run(body)
+
+
+def test_people_the_card_is_not_routed_to_hear_nothing(alice, charlie, team):
+    async def body():
+        communicator = connect(charlie)
+        assert (await communicator.connect())[0]
+        await database_sync_to_async(subagent_request)("not-charlies")
+        assert await communicator.receive_nothing(timeout=0.3)
+        await communicator.disconnect()
+
+    run(body)
+
+
+def test_a_decision_reaches_the_card_page_and_every_concerned_inbox(alice, bob, team):
+    subagent_request("r")
+    card = card_for("r")
+
+    async def body():
+        bobs_inbox = connect(bob)
+        card_page = connect(bob, card.pk)
+        assert (await bobs_inbox.connect())[0] and (await card_page.connect())[0]
+        result = await database_sync_to_async(card_decide)(
+            card_id=card.pk, identity=Identity(ALICE), action_id="approve", channel="web"
+        )
+        assert result.applied
+        received = [await bobs_inbox.receive_json_from(timeout=5) for _ in range(2)]
+        assert {m["event"] for m in received} == {"decided", "delivery"}
+        assert (await card_page.receive_json_from(timeout=5))["state"] == "approved"
+        await bobs_inbox.disconnect()
+        await card_page.disconnect()
+
+    run(body)
+
+
+def test_a_rolled_back_change_is_never_announced(alice, team):
+    def raise_then_roll_back():
+        with pytest.raises(RuntimeError), transaction.atomic():
+            subagent_request("phantom")
+            raise RuntimeError("rolled back")
+
+    async def body():
+        communicator = connect(alice)
+        assert (await communicator.connect())[0]
+        await database_sync_to_async(raise_then_roll_back)()
+        assert await communicator.receive_nothing(timeout=0.3)
+        await communicator.disconnect()
+
+    run(body)
+
+
+def test_with_the_channel_layer_down_decisions_are_still_recorded(alice, team, settings):
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"]},
+        }
+    }
+    channel_layers.backends = {}
+    subagent_request("r")
+    result = card_decide(
+        card_id=card_for("r").pk, identity=Identity(ALICE), action_id="deny", channel="web"
+    )
+    assert result.applied
+    assert Decision.objects.get().outcome == "denied"
