@@ -12,6 +12,7 @@ from approvals.models import (
     DataTag,
     Decision,
     ResourceOwner,
+    SlackUser,
     SourceResource,
 )
 
@@ -93,3 +94,9 @@ class AuditEntryAdmin(ReadOnlyAdmin):
     list_display = ("at", "action", "actor_email", "channel", "request_ref", "outcome")
     list_filter = ("action", "channel", "outcome")
     search_fields = ("request_ref", "actor_email")
+
+
+@admin.register(SlackUser)
+class SlackUserAdmin(admin.ModelAdmin):
+    list_display = ("email", "team_id", "user_id")
+    search_fields = ("email", "user_id")

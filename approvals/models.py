@@ -286,3 +286,38 @@ class AuditEntry(models.Model):
 
     def delete(self, *args: Any, **kwargs: Any) -> Any:
         raise AppendOnly("audit entries are never deleted")
+
+
+class SlackUser(models.Model):
+    """A Slack account and the verified email of the reviewer behind it.
+
+    Slack's callbacks name a user id, never an email. An operator records here which reviewer
+    each Slack account is, after checking the email Slack shows for it (Admin -> Slack users).
+    """
+
+    team_id = models.CharField(max_length=32)
+    user_id = models.CharField(max_length=32)
+    email = models.EmailField(help_text="The reviewer's email, as verified in the Slack workspace.")
+
+    class Meta:
+        ordering = ["team_id", "user_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["team_id", "user_id"], name="slackuser_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team_id}/{self.user_id} is {self.email}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.email = self.email.strip().lower()
+        super().save(*args, **kwargs)
+
+
+class SlackCallbackSeen(models.Model):
+    """Signatures of accepted Slack callbacks, kept for the 5-minute window, to refuse replays."""
+
+    signature = models.CharField(max_length=80, unique=True)
+    received_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    def __str__(self) -> str:
+        return self.signature

@@ -41,3 +41,19 @@ def sync_pending_interaction(self, card_id: int) -> bool:  # type: ignore[no-unt
         if exc.permanent or self.request.is_eager:
             return False
         raise self.retry(countdown=exc.retry_after or _backoff(self.request.retries)) from exc
+
+
+@shared_task(bind=True, max_retries=5, acks_late=True)
+def slack_respond(self, response_url: str, message: dict) -> str:  # type: ignore[no-untyped-def]
+    """Edit the clicked Slack message (or tell the clicker why not) through its response_url."""
+    from approvals.outbound import OutboundRefused, TransportError, post_json
+
+    try:
+        post_json(response_url, message)
+    except OutboundRefused as exc:
+        return f"refused: {exc}"
+    except TransportError as exc:
+        if exc.permanent or self.request.is_eager:
+            return f"failed: {exc}"
+        raise self.retry(countdown=_backoff(self.request.retries)) from exc
+    return "sent"

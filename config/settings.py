@@ -170,6 +170,12 @@ AUTHORIZER = env_str("AUTHORIZER", "local")
 if AUTHORIZER not in {"local"}:
     raise ImproperlyConfigured(f"AUTHORIZER must be 'local', not {AUTHORIZER!r}")
 
+# Slack: the signing secret verifies interaction callbacks (POST /slack/interactions).
+SLACK_SIGNING_SECRET = env_secret("SLACK_SIGNING_SECRET")
+# Outbound webhooks: https to public addresses only, unless these say otherwise.
+OUTBOUND_ALLOW_HTTP = env_bool("OUTBOUND_ALLOW_HTTP", False)
+OUTBOUND_ALLOW_PRIVATE = env_bool("OUTBOUND_ALLOW_PRIVATE", False)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

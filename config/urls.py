@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from approvals import slack_views
 from approvals.views import ReviewerLoginView
 
 urlpatterns = [
@@ -10,5 +11,6 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include("delegations.api_urls")),
+    path("slack/interactions", slack_views.interactions, name="slack-interactions"),
     path("", include("approvals.urls")),
 ]
