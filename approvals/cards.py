@@ -20,6 +20,7 @@ from approvals.models import (
     Category,
     Undeliverable,
 )
+from approvals.notify import notify_card
 from delegations.lineage import DatabaseSessionReader, RoutingError, SessionRef, route_prompt
 from delegations.models import SubagentRequest
 from delegations.platform import (
@@ -136,6 +137,8 @@ def card_close(*, card: Card, state: str, detail: str) -> bool:
         card.refresh_from_db()
         schedule_pending_interaction_sync(card.pk)
         publish_card_event(card, "closed")
+        if state == CardState.EXPIRED:
+            notify_card(card, "expired")
         AuditEntry.objects.create(
             action=AuditAction.CLOSED,
             card_id=card.pk,
@@ -208,6 +211,7 @@ def cards_reroute_undelivered() -> int:
             rerouted += 1
             schedule_pending_interaction_sync(card.pk)
             publish_card_event(card, "raised")
+            notify_card(card, "raised")
     return rerouted
 
 
@@ -265,6 +269,7 @@ def card_raise_disclosure(*, request: SubagentRequest, slot: str, tag_id: str) -
     if not card.undeliverable:
         schedule_pending_interaction_sync(card.pk)
         publish_card_event(card, "raised")
+        notify_card(card, "raised")
     else:
         if card.undeliverable == Undeliverable.ROUTING_ERROR:
             schedule_reroute()

@@ -27,6 +27,7 @@ from approvals.models import (
     Decision,
     DecisionChannel,
 )
+from approvals.notify import notify_card, notify_refusal
 
 logger = logging.getLogger(__name__)
 
@@ -139,6 +140,10 @@ def card_decide(
 
 def _audit_refusal(result: DecisionResult, *, identity: Identity, channel: str) -> None:
     card = Card.objects.filter(pk=result.card_id).first() if result.card_id else None
+    if card is not None:
+        notify_refusal(
+            card, clicker=identity.email, refusal=str(result.refusal), reason=result.message
+        )
     AuditEntry.objects.create(
         action=AuditAction.REFUSED,
         actor_email=identity.email,
@@ -238,6 +243,7 @@ def _decide(
     schedule_pending_interaction_sync(card.pk)
     card.refresh_from_db(fields=["state", "closed_at"])
     publish_card_event(card, "decided")
+    notify_card(card, "decided")
     verb = "Shared" if outcome == CardState.APPROVED else "Not shared"
     return DecisionResult(
         applied=True,

@@ -148,6 +148,7 @@ class Card(models.Model):
     expires_at = models.DateTimeField()
     closed_at = models.DateTimeField(null=True, blank=True)
     close_detail = models.TextField(blank=True)
+    reminded_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["expires_at", "id"]
@@ -321,3 +322,82 @@ class SlackCallbackSeen(models.Model):
 
     def __str__(self) -> str:
         return self.signature
+
+
+class Subscriber(models.Model):
+    """Where notifications go: a Slack incoming webhook for one Slack channel, or a generic
+    receiver (agent runtime, chat-ops tool) of Standard Webhooks events."""
+
+    class Kind(models.TextChoices):
+        SLACK = "slack", "Slack incoming webhook"
+        WEBHOOK = "webhook", "Standard Webhooks receiver"
+
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    url = models.URLField(
+        max_length=1000, help_text="A secret for Slack webhooks: keep it private."
+    )
+    channel_namespace = models.CharField(
+        max_length=63, blank=True, help_text="Slack: the platform Channel this webhook posts to."
+    )
+    channel_name = models.CharField(max_length=253, blank=True)
+    secret = models.CharField(
+        max_length=200, blank=True, help_text="Webhooks: whsec_<base64>, signs every event."
+    )
+    previous_secret = models.CharField(
+        max_length=200, blank=True, help_text="While rotating: events are signed with both."
+    )
+    enabled = models.BooleanField(default=True)
+    disabled_reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.get_kind_display()})"
+
+
+class NotificationState(models.TextChoices):
+    PENDING = "pending", "waiting to be delivered"
+    DELIVERED = "delivered", "delivered"
+    FAILED = "failed", "failed permanently"
+
+
+class Notification(models.Model):
+    """One event for one subscriber; delivered at most once, every attempt logged."""
+
+    subscriber = models.ForeignKey(
+        Subscriber, on_delete=models.CASCADE, related_name="notifications"
+    )
+    message_id = models.CharField(max_length=64, unique=True)
+    card_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    event = models.CharField(max_length=64)
+    body = models.JSONField()
+    state = models.CharField(
+        max_length=16, choices=NotificationState.choices, default=NotificationState.PENDING
+    )
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["state", "next_attempt_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.event} to {self.subscriber_id} ({self.state})"
+
+
+class NotificationAttempt(models.Model):
+    notification = models.ForeignKey(Notification, on_delete=models.CASCADE, related_name="log")
+    at = models.DateTimeField(auto_now_add=True)
+    status = models.PositiveIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.at:%H:%M:%S} {self.status or self.error}"

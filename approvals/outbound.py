@@ -54,14 +54,18 @@ def check_url(url: str) -> str:
 
 
 def post_json(url: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> int:
-    """POST ``body`` as JSON; return the status. Raises OutboundRefused or TransportError
-    (permanent for 4xx other than 408/429, and for 410 Gone)."""
+    return post(url, json.dumps(body).encode(), headers)
+
+
+def post(url: str, body: bytes, headers: dict[str, str] | None = None) -> int:
+    """POST JSON ``body`` (bytes, sent exactly as given: signatures cover them); return the
+    status. Raises OutboundRefused or TransportError (permanent for 4xx other than 408/429)."""
     check_url(url)
     try:
         response = _pool.request(
             "POST",
             url,
-            body=json.dumps(body).encode(),
+            body=body,
             headers={"Content-Type": "application/json", **(headers or {})},
             redirect=False,
         )

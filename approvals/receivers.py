@@ -13,7 +13,8 @@ from approvals.cards import (
     cards_sync_for_request,
     schedule_reroute,
 )
-from approvals.delivery import decisions_retry_recorded
+from approvals.notify import notifications_retry_due
+from approvals.upkeep import upkeep
 from delegations.signals import (
     agent_session_changed,
     subagent_request_changed,
@@ -40,5 +41,6 @@ def _reroute(sender: Any, **kwargs: Any) -> None:
 
 @receiver(watcher_tick)
 def _upkeep(sender: Any, **kwargs: Any) -> None:
-    decisions_retry_recorded()
+    upkeep()
+    notifications_retry_due()
     cards_reroute_undelivered()

@@ -57,3 +57,24 @@ def slack_respond(self, response_url: str, message: dict) -> str:  # type: ignor
             return f"failed: {exc}"
         raise self.retry(countdown=_backoff(self.request.retries)) from exc
     return "sent"
+
+
+@shared_task(bind=True, max_retries=None, acks_late=True)
+def deliver_notification(self, notification_id: int) -> str:  # type: ignore[no-untyped-def]
+    """Deliver one notification; retries are scheduled by the service's backoff. Run eagerly
+    (no broker), a retry waits for the upkeep sweep instead of blocking the caller."""
+    from approvals.notify import notification_deliver
+
+    delay = notification_deliver(notification_id=notification_id)
+    if delay is not None and not self.request.is_eager:
+        raise self.retry(countdown=delay)
+    return "retry scheduled" if delay is not None else "settled"
+
+
+@shared_task
+def upkeep() -> dict:
+    """Expiry, reminders and overdue retries; scheduled every 15 s by Celery beat."""
+    from approvals.notify import notifications_retry_due
+    from approvals.upkeep import upkeep as run_upkeep
+
+    return {**run_upkeep(), "notifications_retried": notifications_retry_due()}

@@ -175,6 +175,15 @@ SLACK_SIGNING_SECRET = env_secret("SLACK_SIGNING_SECRET")
 # Outbound webhooks: https to public addresses only, unless these say otherwise.
 OUTBOUND_ALLOW_HTTP = env_bool("OUTBOUND_ALLOW_HTTP", False)
 OUTBOUND_ALLOW_PRIVATE = env_bool("OUTBOUND_ALLOW_PRIVATE", False)
+NOTIFY_MAX_ATTEMPTS = env_int("NOTIFY_MAX_ATTEMPTS", 8)
+NOTIFY_RETRY_BASE_SECONDS = float(env_str("NOTIFY_RETRY_BASE_SECONDS", "2"))
+NOTIFY_RETRY_CAP_SECONDS = float(env_str("NOTIFY_RETRY_CAP_SECONDS", "600"))
+# The address people use to reach this desk, for links in Slack messages.
+DESK_BASE_URL = env_str("DESK_BASE_URL", "http://127.0.0.1:8000")
+
+CELERY_BEAT_SCHEDULE = {
+    "upkeep": {"task": "approvals.tasks.upkeep", "schedule": 15.0},
+}
 
 LOGGING = {
     "version": 1,
