@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
+import socket
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import redis
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import channel_layers
@@ -17,6 +21,7 @@ from approvals.identity import Identity
 from approvals.models import Decision
 from tests.conftest import ALICE
 from tests.factories import card_for, subagent_request
+from tests.kubeapi.fixtures import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -137,3 +142,91 @@ def test_with_the_channel_layer_down_decisions_are_still_recorded(alice, team, s
     )
     assert result.applied
     assert Decision.objects.get().outcome == "denied"
+
+
+@pytest.fixture
+def private_redis(tmp_path):
+    """A pristine Redis of this test's own on a free port, which the test may stop and start."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    class Server:
+        url = f"redis://127.0.0.1:{port}/0"
+
+        def start(self) -> None:
+            subprocess.run(  # noqa: S603
+                [
+                    shutil.which("redis-server") or "redis-server",
+                    "--bind",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--daemonize",
+                    "yes",
+                    "--logfile",
+                    str(tmp_path / "redis.log"),
+                ],
+                check=True,
+            )
+            wait_until(lambda: self.ping(), what="redis to answer")
+
+        def ping(self) -> bool:
+            try:
+                return bool(redis.Redis.from_url(self.url, socket_connect_timeout=1).ping())
+            except redis.ConnectionError:
+                return False
+
+        def stop(self) -> None:
+            try:
+                redis.Redis.from_url(self.url).shutdown(nosave=True)
+            except redis.ConnectionError:
+                pass  # the connection drops as the server goes away
+            wait_until(lambda: not self.ping(), what="redis to stop")
+
+    server = Server()
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_redis_down_loses_pushes_not_decisions_and_pushes_resume(
+    alice, team, settings, client, private_redis
+):
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [private_redis.url]},
+        }
+    }
+    channel_layers.backends = {}
+    subagent_request("during-outage")
+    private_redis.stop()
+    result = card_decide(
+        card_id=card_for("during-outage").pk,
+        identity=Identity(ALICE),
+        action_id="approve",
+        channel="web",
+    )
+    assert result.applied
+    assert Decision.objects.get().delivery == "written"
+    client.force_login(alice)
+    page = client.get(f"/cards/{card_for('during-outage').pk}/")
+    assert page.status_code == 200 and "Shared" in page.content.decode()
+
+    private_redis.start()
+    channel_layers.backends = {}
+
+    async def body():
+        communicator = connect(alice)
+        assert (await communicator.connect())[0]
+        await database_sync_to_async(subagent_request)("after-outage")
+        message = await communicator.receive_json_from(timeout=5)
+        assert message["event"] == "raised"
+        await communicator.disconnect()
+
+    run(body)
