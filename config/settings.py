@@ -126,7 +126,16 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            # redis-py's async pool stops at 100 connections and fails the 101st at once; a
+            # burst of websocket connects (every group_add) needs more.
+            "CONFIG": {
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        "max_connections": env_int("REDIS_MAX_CONNECTIONS", 1000),
+                    }
+                ]
+            },
         }
     }
 else:
