@@ -93,7 +93,7 @@ def main() -> None:
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=open(f"{scratch}/daphne.log", "w"),  # noqa: SIM115
+        stderr=open(f"{scratch}/daphne.log", "w"),
     )
     base = f"http://127.0.0.1:{port}"
     try:
