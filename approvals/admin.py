@@ -11,9 +11,12 @@ from approvals.models import (
     ChannelWatcher,
     DataTag,
     Decision,
+    Notification,
+    NotificationAttempt,
     ResourceOwner,
     SlackUser,
     SourceResource,
+    Subscriber,
 )
 
 
@@ -100,3 +103,43 @@ class AuditEntryAdmin(ReadOnlyAdmin):
 class SlackUserAdmin(admin.ModelAdmin):
     list_display = ("email", "team_id", "user_id")
     search_fields = ("email", "user_id")
+
+
+@admin.register(Subscriber)
+class SubscriberAdmin(admin.ModelAdmin):
+    list_display = (
+        "name",
+        "kind",
+        "enabled",
+        "channel_namespace",
+        "channel_name",
+        "disabled_reason",
+    )
+    list_filter = ("kind", "enabled")
+    search_fields = ("name", "channel_name")
+    readonly_fields = ("disabled_reason",)
+
+
+class NotificationAttemptInline(admin.TabularInline):
+    model = NotificationAttempt
+    extra = 0
+    can_delete = False
+    readonly_fields = ("at", "status", "error")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Notification)
+class NotificationAdmin(ReadOnlyAdmin):
+    list_display = (
+        "event",
+        "subscriber",
+        "card_id",
+        "state",
+        "attempts",
+        "last_error",
+        "created_at",
+    )
+    list_filter = ("state", "event", "subscriber")
+    inlines = [NotificationAttemptInline]

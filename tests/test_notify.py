@@ -202,3 +202,18 @@ def test_upkeep_reminds_once_five_minutes_before_expiry(slack_team, receiver):
     (message,) = receiver.json_bodies()
     assert message["text"].startswith("Reminder: 5 minutes left")
     assert Card.objects.get(request_name="soon").reminded_at is not None
+
+
+def test_operators_see_disabled_endpoints_and_every_attempt_in_the_admin(team, receiver, client):
+    from django.contrib.auth import get_user_model
+
+    receiver.answers = [410]
+    webhook_subscriber(receiver.url)
+    committed(subagent_request, "r")
+    operator = get_user_model().objects.create_superuser("op@example.com", "op@example.com", "x")
+    client.force_login(operator)
+    subscribers = client.get("/admin/approvals/subscriber/").content.decode()
+    assert "410 Gone from the endpoint" in subscribers
+    notification = Notification.objects.get()
+    detail = client.get(f"/admin/approvals/notification/{notification.pk}/change/").content.decode()
+    assert "410" in detail and "interaction_request" in detail

@@ -1,0 +1,33 @@
+"""Misconfigurations reported by `manage.py check` (and at start-up), with stable ids."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import Error, Warning, register
+
+
+@register()
+def cluster_settings(app_configs: Any, **kwargs: Any) -> list[Any]:
+    problems: list[Any] = []
+    if settings.DELEGATION_BACKEND != "kubernetes":
+        return problems
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        problems.append(
+            Warning(
+                "DELEGATION_BACKEND=kubernetes without a Celery broker: status writes and "
+                "notifications run inside the request that caused them, and a slow cluster "
+                "slows every decision (Slack expects an answer within 3 seconds).",
+                hint="Set REDIS_URL or CELERY_BROKER_URL and run a Celery worker.",
+                id="delegations.W001",
+            )
+        )
+    if settings.LEASE_DURATION_SECONDS < 3:
+        problems.append(
+            Error(
+                "LEASE_DURATION_SECONDS must be at least 3: the leader renews every third of it.",
+                id="delegations.E001",
+            )
+        )
+    return problems
