@@ -23,17 +23,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 from harness import ROOT, report, summary_ms
 
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
 
 def free_port() -> int:
     with socket.socket() as probe:
@@ -140,12 +129,12 @@ def main() -> None:
 def card_to_page(base: str, cards: int, raise_card) -> list[float]:
     from playwright.sync_api import sync_playwright
 
+    from tests.chromium import CHROMIUM, CHROMIUM_ARGS
+
     samples: list[float] = []
     pool = ThreadPoolExecutor(1)  # Playwright's loop holds this thread; raise cards on another
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
-        )
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(base_url=base)
         page.goto("/accounts/login/")
         page.get_by_label("Email").fill("alice@example.com")

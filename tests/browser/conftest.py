@@ -8,17 +8,7 @@ from typing import Any
 
 import pytest
 
-CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from tests.chromium import CHROMIUM, CHROMIUM_ARGS
 
 # Playwright's sync API runs an event loop in this thread; the tests' own ORM calls are plain
 # synchronous code that merely shares the thread, so Django's async guard does not apply.
