@@ -117,3 +117,35 @@ def test_a_replayed_event_changes_nothing(kube, watching):
     before = SubagentRequest.objects.get(name="once").updated_at
     assert watcher.mirror.upsert(obj) is False
     assert SubagentRequest.objects.get(name="once").updated_at == before
+
+
+def test_a_configured_namespace_list_watches_only_those_namespaces(kube, cluster, adapter):
+    put_world(kube, ns="team")
+    put_world(kube, ns="other")
+    stop = threading.Event()
+    watchers = start_watchers(adapter, ["team"], stop, timeout_seconds=30, backoff_cap=0.5)
+    try:
+        for watcher in watchers:
+            assert watcher.synced.wait(10)
+        put_request(kube, "mine", ns="team")
+        put_request(kube, "theirs", ns="other")
+        wait_until(lambda: cards_of("mine"), what="the card in the watched namespace")
+        assert set(AgentSession.objects.values_list("namespace", flat=True)) == {"team"}
+        assert not SubagentRequest.objects.filter(namespace="other").exists()
+        assert {w.namespace for w in watchers} == {"team"}
+    finally:
+        halt_watchers(watchers)
+
+
+def test_an_object_the_crd_would_not_admit_is_skipped_and_the_watch_goes_on(kube, watching, caplog):
+    put_world(kube)
+    wait_until(
+        lambda: AgentSession.objects.filter(name="worker").exists(), what="the session mirrored"
+    )
+    bad = kube.store.get("agentsessions", "team", "worker")
+    bad["spec"]["inputChannel"]["kind"] = "pigeon"  # as if written before the CRD had its enum
+    watching.of("AgentSession").mirror.apply_event({"type": "MODIFIED", "object": bad})
+    assert "ignoring AgentSession the CRD would not admit" in caplog.text
+    assert AgentSession.objects.get(name="worker").spec["inputChannel"]["kind"] == "agent"
+    put_request(kube, "still-watching", parent="worker")
+    wait_until(lambda: cards_of("still-watching"), what="the watch to go on")
