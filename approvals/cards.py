@@ -130,11 +130,12 @@ def schedule_pending_interaction_sync(card_id: int) -> None:
 
 def card_close(*, card: Card, state: str, detail: str) -> bool:
     """Close an open card without a human decision. False when it was no longer open."""
+    now = timezone.now()
     closed = Card.objects.filter(pk=card.pk, state=CardState.OPEN).update(
-        state=state, closed_at=timezone.now(), close_detail=detail
+        state=state, closed_at=now, close_detail=detail
     )
     if closed:
-        card.refresh_from_db()
+        card.state, card.closed_at, card.close_detail = state, now, detail
         schedule_pending_interaction_sync(card.pk)
         publish_card_event(card, "closed")
         if state == CardState.EXPIRED:

@@ -199,12 +199,9 @@ def _decide(
     # Gate 5: not expired.
     now = timezone.now()
     if now >= card.expires_at:
-        card_close(card=card, state=CardState.EXPIRED, detail="Nobody decided in time.")
-        return _refused(
-            Refusal.EXPIRED,
-            f"This request timed out at {_when(card.expires_at)}; it can no longer be decided.",
-            card.pk,
-        )
+        if not card_close(card=card, state=CardState.EXPIRED, detail="Nobody decided in time."):
+            card.refresh_from_db()  # closed meanwhile by someone else: say by whom
+        return _closed_card_refusal(card)
     # Record. The conditional UPDATE is the race guard: of two writers, the second waits on the
     # row lock and then matches no row, because the first moved the state off OPEN.
     outcome = CardState.APPROVED if action_id == APPROVE_ACTION else CardState.DENIED
@@ -241,7 +238,7 @@ def _decide(
 
     transaction.on_commit(lambda: write_decision_status.delay(decision.pk))
     schedule_pending_interaction_sync(card.pk)
-    card.refresh_from_db(fields=["state", "closed_at"])
+    card.state, card.closed_at = outcome, now
     publish_card_event(card, "decided")
     notify_card(card, "decided")
     verb = "Shared" if outcome == CardState.APPROVED else "Not shared"

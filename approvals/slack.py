@@ -149,15 +149,17 @@ def card_of(click: Click) -> Card | None:
     )
 
 
-def decide_click(click: Click) -> DecisionResult:
+def decide_click(click: Click) -> tuple[Card | None, DecisionResult]:
+    """The card the button names (None when there is none) and the decision service's answer."""
     card = card_of(click)
-    return card_decide(
+    result = card_decide(
         card_id=card.pk if card else 0,
         identity=identity_of(click),
         action_id=click.action_id,
         category=click.category or None,
         channel="slack",
     )
+    return card, result
 
 
 def outcome_message(card: Card, result: DecisionResult) -> dict[str, Any]:

@@ -38,8 +38,7 @@ def interactions(request: HttpRequest) -> HttpResponse:
         field = "payload" if isinstance(exc, UnicodeDecodeError) else None
         message = str(exc) if not field else "payload is not UTF-8 form data"
         return JsonResponse({"error": {"message": message}}, status=400)
-    result = slack.decide_click(click)
-    card = slack.card_of(click)
+    card, result = slack.decide_click(click)
     if click.response_url and card is not None:
         from approvals.tasks import slack_respond
 

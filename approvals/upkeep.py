@@ -14,6 +14,7 @@ from django.utils import timezone
 from approvals.cards import card_close
 from approvals.events import publish_card_event
 from approvals.models import Card, CardState
+from approvals.notify import notify_card
 
 REMIND_BEFORE = timedelta(minutes=5)
 
@@ -48,8 +49,6 @@ def cards_remind_due() -> int:
             if Card.objects.filter(pk=card.pk, reminded_at__isnull=True).update(reminded_at=now):
                 card.reminded_at = now
                 publish_card_event(card, "reminder")
-                from approvals.notify import notify_card
-
                 notify_card(card, "reminder")
                 reminded += 1
     return reminded

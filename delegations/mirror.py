@@ -9,7 +9,7 @@ from django.db import transaction
 
 from delegations import services
 from delegations.models import Origin
-from delegations.validation import ObjectInvalid, validate_object
+from delegations.validation import ObjectInvalid
 
 logger = logging.getLogger(__name__)
 
@@ -55,15 +55,9 @@ class Mirror:
             if event.get("type") == "DELETED":
                 self.delete(event.get("object") or {})
             elif event.get("type") in ("ADDED", "MODIFIED"):
-                obj = event.get("object") or {}
-                try:
-                    validate_object(self.kind, obj)
-                except ObjectInvalid as exc:
-                    logger.warning("ignoring %s the CRD would not admit: %s", self.kind, exc)
-                    continue
-                upserts.append(obj)
-        if upserts:
-            services.objects_mirror_batch(self.kind, upserts)
+                upserts.append(event.get("object") or {})
+        for exc in services.objects_mirror_batch(self.kind, upserts) if upserts else []:
+            logger.warning("ignoring %s the CRD would not admit: %s", self.kind, exc)
 
     def apply_event(self, event: dict[str, Any]) -> None:
         kind, obj = event.get("type"), event.get("object") or {}

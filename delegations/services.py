@@ -13,7 +13,7 @@ from delegations.signals import (
     subagent_request_changed,
     subagent_request_deleted,
 )
-from delegations.validation import validate_object
+from delegations.validation import ObjectInvalid, validate_object
 
 _MODELS: dict[str, type[PlatformObject]] = {
     "SubagentRequest": SubagentRequest,
@@ -70,12 +70,13 @@ def object_mirror(kind: str, obj: dict[str, Any]) -> bool:
         return _apply(kind, obj, Origin.KUBERNETES)[1]
 
 
-def objects_mirror_batch(kind: str, objs: list[dict[str, Any]]) -> int:
+def objects_mirror_batch(kind: str, objs: list[dict[str, Any]]) -> list[ObjectInvalid]:
     """Mirror many objects read from a cluster in two queries plus one per new object.
 
     Precondition: inside a transaction, at most one object per (namespace, name). Same rules as
-    ``object_mirror`` (replays dropped, invalid objects raise before anything is written);
-    returns how many rows changed. Changed rows are announced after the bulk update.
+    ``object_mirror``: replays are dropped (without validating them); an object the CRD would
+    not admit is skipped, nothing of it written, and returned for the caller to report. Changed
+    rows are announced after the bulk update.
     """
     model = _MODELS[kind]
     names = {o["metadata"].get("name") for o in objs}
@@ -85,6 +86,7 @@ def objects_mirror_batch(kind: str, objs: list[dict[str, Any]]) -> int:
     }
     updated: list[tuple[PlatformObject, tuple[dict, dict]]] = []
     slow: list[dict[str, Any]] = []
+    invalid: list[ObjectInvalid] = []
     for obj in objs:
         metadata = obj.get("metadata") or {}
         row = rows.get((metadata.get("namespace"), metadata.get("name")))
@@ -94,7 +96,11 @@ def objects_mirror_batch(kind: str, objs: list[dict[str, Any]]) -> int:
         version = str(metadata.get("resourceVersion", ""))
         if not _newer(row.resource_version, version):
             continue
-        clean = validate_object(kind, obj)
+        try:
+            clean = validate_object(kind, obj)
+        except ObjectInvalid as exc:
+            invalid.append(exc)
+            continue
         previous = (row.spec, row.status)
         row.spec, row.status = clean.get("spec", {}), clean["status"]
         row.labels = metadata.get("labels") or {}
@@ -106,7 +112,12 @@ def objects_mirror_batch(kind: str, objs: list[dict[str, Any]]) -> int:
         _update_rows(model, [row for row, _ in updated])
         for row, previous in updated:
             announce(row, previous)
-    return len(updated) + sum(_apply(kind, obj, Origin.KUBERNETES)[1] for obj in slow)
+    for obj in slow:
+        try:
+            _apply(kind, obj, Origin.KUBERNETES)
+        except ObjectInvalid as exc:  # raised before anything of it was written
+            invalid.append(exc)
+    return invalid
 
 
 def _update_rows(model: type[PlatformObject], rows: list[PlatformObject]) -> None:

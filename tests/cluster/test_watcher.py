@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+from django.db import transaction
 
 from approvals.models import Card, CardState
 from delegations.models import AgentSession, SubagentRequest
@@ -144,7 +145,13 @@ def test_an_object_the_crd_would_not_admit_is_skipped_and_the_watch_goes_on(kube
     )
     bad = kube.store.get("agentsessions", "team", "worker")
     bad["spec"]["inputChannel"]["kind"] = "pigeon"  # as if written before the CRD had its enum
-    watching.of("AgentSession").mirror.apply_event({"type": "MODIFIED", "object": bad})
+    mirror = watching.of("AgentSession").mirror
+    mirror.apply_event({"type": "MODIFIED", "object": bad})
+    assert "ignoring AgentSession the CRD would not admit" in caplog.text
+    caplog.clear()
+    bad["metadata"]["resourceVersion"] = str(int(bad["metadata"]["resourceVersion"]) + 1)
+    with transaction.atomic():  # as the watcher applies a batch
+        mirror.apply_batch([{"type": "MODIFIED", "object": bad}])
     assert "ignoring AgentSession the CRD would not admit" in caplog.text
     assert AgentSession.objects.get(name="worker").spec["inputChannel"]["kind"] == "agent"
     put_request(kube, "still-watching", parent="worker")
