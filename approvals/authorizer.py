@@ -10,10 +10,16 @@ from __future__ import annotations
 from typing import Protocol
 
 from django.conf import settings
+from django.db.models import Q
 
 
 class SourcesUnknown(Exception):
-    """The tag's source resources cannot be established; callers must fail closed."""
+    """The sources cannot be established; callers must fail closed. ``resource`` names the
+    unregistered resource when one was asked for by name."""
+
+    def __init__(self, message: str, resource: str = "") -> None:
+        super().__init__(message)
+        self.resource = resource
 
 
 class Authorizer(Protocol):
@@ -26,8 +32,57 @@ class Authorizer(Protocol):
     def may_speak_for(self, email: str, tag_id: str) -> bool:
         """True when ``email`` owns a source of the tag, read now. False on any doubt."""
 
+    def resource_owners(self, resources: list[str]) -> set[str]:
+        """Owners of any of ``resources`` ("kind:name"). Raises SourcesUnknown naming the first
+        resource not registered here."""
 
-class LocalAuthorizer:
+    def owns_any(self, email: str, resources: list[str]) -> bool:
+        """True when ``email`` owns one of ``resources``, read now. False on any doubt."""
+
+
+def _resource_query(resources: list[str]) -> Q:
+    query = Q(pk__in=[])
+    for resource in resources:
+        kind, _, name = resource.partition(":")
+        query |= Q(kind=kind, name=name)
+    return query
+
+
+class LocalResources:
+    """Owners of named source resources, for prompts that name their resources directly."""
+
+    def resource_owners(self, resources: list[str]) -> set[str]:
+        from approvals.models import ResourceOwner, SourceResource
+
+        known = {
+            f"{kind}:{name}"
+            for kind, name in SourceResource.objects.filter(_resource_query(resources)).values_list(
+                "kind", "name"
+            )
+        }
+        for resource in resources:
+            if resource not in known:
+                raise SourcesUnknown(
+                    f"no source resource {resource} is registered here", resource=resource
+                )
+        return set(
+            ResourceOwner.objects.filter(
+                resource__in=SourceResource.objects.filter(_resource_query(resources))
+            ).values_list("email", flat=True)
+        )
+
+    def owns_any(self, email: str, resources: list[str]) -> bool:
+        from approvals.models import ResourceOwner, SourceResource
+
+        if not email or not resources:
+            return False
+        return ResourceOwner.objects.filter(
+            resource__in=SourceResource.objects.filter(_resource_query(resources)),
+            email=email.strip().lower(),
+        ).exists()
+
+
+class LocalAuthorizer(LocalResources):
     """Tag -> source resources -> owners, from the approvals tables (fully consistent reads)."""
 
     def source_resources(self, tag_id: str) -> list[str]:

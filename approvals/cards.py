@@ -6,6 +6,7 @@ import logging
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -258,36 +259,48 @@ def card_raise_disclosure(*, request: SubagentRequest, slot: str, tag_id: str) -
     if not owners and not card.undeliverable:
         card.undeliverable = Undeliverable.NO_APPROVERS
         card.undeliverable_detail = "The data has no recorded source, or its sources no owner."
+    stored, _ = card_insert(
+        card=card,
+        owners=owners,
+        existing=Q(category=card.category, request_uid=card.request_uid, slot=slot, tag_id=tag_id),
+    )
+    return stored
+
+
+def card_insert(*, card: Card, owners: set[str], existing: Q) -> tuple[Card, bool]:
+    """Store a routed card with its approvers and announce it; (card, True) when inserted.
+
+    When another process stored the same card first (the unique constraint fires), the stored
+    card ``existing`` selects is returned with False and nothing is announced twice. A card
+    nobody can receive is logged as a warning, audited and listed for operators instead.
+    """
     try:
         with transaction.atomic():
             card.save()
     except IntegrityError:
         # Another process raised the same card between our read and this insert.
-        return Card.objects.get(
-            category=card.category, request_uid=card.request_uid, slot=slot, tag_id=tag_id
-        )
+        return Card.objects.get(existing), False
     CardApprover.objects.bulk_create([CardApprover(card=card, email=e) for e in sorted(owners)])
     if not card.undeliverable:
         schedule_pending_interaction_sync(card.pk)
         publish_card_event(card, "raised")
         notify_card(card, "raised")
-    else:
-        if card.undeliverable == Undeliverable.ROUTING_ERROR:
-            schedule_reroute()
-        logger.warning(
-            "card %s for %s/%s not delivered: %s (%s)",
-            card.request_ref,
-            request.namespace,
-            request.name,
-            card.get_undeliverable_display(),
-            card.undeliverable_detail,
-        )
-        AuditEntry.objects.create(
-            action=AuditAction.UNDELIVERABLE,
-            card_id=card.pk,
-            request_ref=card.request_ref,
-            category=card.category,
-            outcome=card.undeliverable,
-            detail=card.undeliverable_detail,
-        )
-    return card
+        return card, True
+    if card.undeliverable == Undeliverable.ROUTING_ERROR:
+        schedule_reroute()
+    logger.warning(
+        "card %s of session %s not delivered: %s (%s)",
+        card.request_ref,
+        card.session_ref_display,
+        card.get_undeliverable_display(),
+        card.undeliverable_detail,
+    )
+    AuditEntry.objects.create(
+        action=AuditAction.UNDELIVERABLE,
+        card_id=card.pk,
+        request_ref=card.request_ref,
+        category=card.category,
+        outcome=card.undeliverable,
+        detail=card.undeliverable_detail,
+    )
+    return card, True

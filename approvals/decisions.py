@@ -26,6 +26,7 @@ from approvals.models import (
     Category,
     Decision,
     DecisionChannel,
+    Delivery,
 )
 from approvals.notify import notify_card, notify_refusal
 
@@ -94,7 +95,11 @@ def may_decide(card: Card, email: str) -> bool:
         except Exception:
             logger.exception("authorizer failed for card %s; refusing", card.pk)
             return False
-    return card.approvers.filter(email=email).exists()
+    try:
+        return get_authorizer().owns_any(email, card.source_resources)
+    except Exception:
+        logger.exception("authorizer failed for card %s; refusing", card.pk)
+        return False
 
 
 def card_decide(
@@ -211,6 +216,9 @@ def _decide(
     if not moved:
         card.refresh_from_db()
         return _closed_card_refusal(card)
+    # Only a disclosure card has a SubagentRequest to write to; a prompt raised through the
+    # API is read back by its requester (GET, or the webhook event).
+    writes_status = card.category == Category.DATA_SLOT_DISCLOSURE and bool(card.request_name)
     # No savepoint: the UPDATE above already admitted exactly one decider, so the one-to-one
     # constraint can only fire on a bug, which rolls everything back (handler_error).
     decision = Decision.objects.create(
@@ -222,6 +230,7 @@ def _decide(
         decided_at=now,
         channel=channel,
         reason=reason,
+        delivery=Delivery.RECORDED if writes_status else Delivery.NONE,
     )
     AuditEntry.objects.create(
         action=AuditAction.DECIDED,
@@ -236,7 +245,8 @@ def _decide(
     )
     from approvals.tasks import write_decision_status
 
-    transaction.on_commit(lambda: write_decision_status.delay(decision.pk))
+    if writes_status:
+        transaction.on_commit(lambda: write_decision_status.delay(decision.pk))
     schedule_pending_interaction_sync(card.pk)
     card.state, card.closed_at = outcome, now
     publish_card_event(card, "decided")

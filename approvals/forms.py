@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib.auth.forms import AuthenticationForm
 
@@ -21,7 +23,10 @@ class ReviewerLoginForm(AuthenticationForm):
 
 
 class DecisionForm(forms.Form):
-    action = forms.ChoiceField(choices=[("approve", "Share it"), ("deny", "Don't share")])
+    """The card's own buttons: a disclosure's Share it / Don't share, or the actions a runtime
+    raised its prompt with."""
+
+    action = forms.ChoiceField(choices=[])
     category = forms.ChoiceField(choices=Category.choices, widget=forms.HiddenInput)
     reason = forms.CharField(
         label="Reason (optional)",
@@ -30,6 +35,10 @@ class DecisionForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="Recorded with your decision and shown in the history.",
     )
+
+    def __init__(self, *args: Any, actions: list[dict[str, str]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["action"].choices = [(a["id"], a["label"]) for a in actions]
 
 
 class InboxFilterForm(forms.Form):

@@ -84,7 +84,17 @@ class ChannelWatcher(models.Model):
 
 
 class Category(models.TextChoices):
+    """The platform's human-directed prompt categories.
+
+    data_slot_disclosure cards are raised here from SubagentRequests; the others arrive through
+    the API from runtimes that raise their own prompts (approvals.interaction_requests).
+    """
+
     DATA_SLOT_DISCLOSURE = "data_slot_disclosure", "Data slot disclosure"
+    TOOL_APPROVAL = "tool_approval", "Tool approval"
+    CREDENTIAL_LINK = "credential_link", "Credential link"
+    IDENTITY_CHOICE = "identity_choice", "Identity choice"
+    PLAN_GATE = "plan_gate", "Plan gate"
 
 
 class CardState(models.TextChoices):
@@ -158,6 +168,12 @@ class Card(models.Model):
                 condition=Q(category=Category.DATA_SLOT_DISCLOSURE),
                 name="card_one_per_pending_slot",
             ),
+            # A runtime's requestRef names one prompt: raising it again returns the same card.
+            models.UniqueConstraint(
+                fields=["session_namespace", "request_ref"],
+                condition=~Q(category=Category.DATA_SLOT_DISCLOSURE),
+                name="card_one_per_request_ref",
+            ),
         ]
         indexes = [
             models.Index(fields=["state", "expires_at"]),
@@ -213,6 +229,7 @@ class Delivery(models.TextChoices):
     RECORDED = "recorded", "Recorded here, not yet written to the SubagentRequest"
     WRITTEN = "written", "Written to the SubagentRequest"
     FAILED = "failed", "Could not be written"
+    NONE = "none", "Nothing to write: the requester reads the decision from the API or a webhook"
 
 
 class Decision(models.Model):
@@ -244,6 +261,14 @@ class Decision(models.Model):
         if not self.decided_by_subject:
             self.decided_by_subject = canonical_subject(self.decided_by_email)
         super().save(*args, **kwargs)
+
+    @property
+    def action_label(self) -> str:
+        """The label of the button the person chose, as the card offered it."""
+        return next(
+            (a.get("label", "") for a in self.card.actions if a.get("id") == self.action_id),
+            self.action_id,
+        )
 
 
 class AuditAction(models.TextChoices):

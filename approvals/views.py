@@ -74,7 +74,7 @@ def _card_page(
         "may_decide": decidable and may_decide(card, email),
         "card": card,
         "decision": getattr(card, "decision", None),
-        "form": form or DecisionForm(initial={"category": card.category}),
+        "form": form or DecisionForm(initial={"category": card.category}, actions=card.actions),
         "decidable": decidable,
         "timed_out": card.is_open and not decidable,
         "question": question,
@@ -100,7 +100,7 @@ def card_decide_view(request: HttpRequest, pk: int) -> HttpResponse:
     card = card_visible_to(pk, request.user)
     if card is None:
         raise Http404("No such request is routed to you.")
-    form = DecisionForm(request.POST)
+    form = DecisionForm(request.POST, actions=card.actions)
     if not form.is_valid():
         return _card_page(request, card, form=form, status=400)
     result = card_decide(

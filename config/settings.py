@@ -40,9 +40,12 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "channels",
     "delegations",
     "approvals",
+    "api",
 ]
 
 MIDDLEWARE = [
@@ -138,6 +141,10 @@ if REDIS_URL:
             },
         }
     }
+    # The API's rate limits count per client across every process.
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+    }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
@@ -152,12 +159,38 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
+    # The token first: its WWW-Authenticate header makes a missing credential a 401, not a 403.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "api.access.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "EXCEPTION_HANDLER": "delegations.api_errors.exception_handler",
+    "DEFAULT_PARSER_CLASSES": ["api.parsers.CappedJSONParser"],
+    "DEFAULT_THROTTLE_CLASSES": ["api.access.PerClientRateThrottle"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "api.errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Disclosure Desk API",
+    "DESCRIPTION": (
+        "channelsd-style calls for agent runtimes: cards, interaction requests and decisions, "
+        "session lineage and mirrored SubagentRequests. Authenticate with "
+        "`Authorization: Bearer <token>` (manage.py create_api_token)."
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SERVE_AUTHENTICATION": [],
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+# Requests per client (token or reviewer) and period: N/second, N/minute, N/hour or N/day.
+API_RATE_LIMIT = env_str("API_RATE_LIMIT", "600/minute")
+API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 65536)
 
 # Where delegations live: "database" (the embedded default, no cluster) or "kubernetes".
 DELEGATION_BACKEND = env_str("DELEGATION_BACKEND", "database")

@@ -10,7 +10,10 @@ urlpatterns = [
     path("accounts/login/", ReviewerLoginView.as_view(), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
-    path("api/v1/", include("delegations.api_urls")),
+    path("api/", include("api.urls")),
     path("slack/interactions", slack_views.interactions, name="slack-interactions"),
     path("", include("approvals.urls")),
 ]
+
+handler404 = "api.errors.not_found"
+handler500 = "api.errors.server_error"

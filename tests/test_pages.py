@@ -187,7 +187,7 @@ def test_an_expired_card_has_no_buttons_and_says_why(as_alice):
             "Decision: Select a valid choice",
         ),
         ({"action": "approve"}, "Request kind: This field is required."),
-        ({"action": "approve", "category": "tool_approval"}, "Request kind: Select a valid choice"),
+        ({"action": "approve", "category": "launch"}, "Request kind: Select a valid choice"),
         (
             {"action": "approve", "category": "data_slot_disclosure", "reason": "x" * 2001},
             "at most 2000 characters",
