@@ -26,7 +26,10 @@ def _first_field_error(detail: Any, prefix: str = "") -> tuple[str | None, str]:
         for key, value in detail.items():
             if key in ("non_field_errors", "detail"):
                 return _first_field_error(value, prefix)
-            path = key if not prefix else f"{prefix}.{key}"
+            if isinstance(key, int):  # a ListField's per-item errors are keyed by index
+                path = f"{prefix}[{key}]"
+            else:
+                path = key if not prefix else f"{prefix}.{key}"
             return _first_field_error(value, path)
     if isinstance(detail, list) and detail:
         # A list of per-item errors names the item: actions[1].id

@@ -244,6 +244,12 @@ class CardOut(serializers.Serializer):
     decision = DecisionOut(allow_null=True)
 
 
+class CardPageOut(serializers.Serializer):
+    next = serializers.URLField(allow_null=True, help_text="The next page, or null.")
+    previous = serializers.URLField(allow_null=True, help_text="The previous page, or null.")
+    results = CardOut(many=True)
+
+
 class HistoryEntryOut(serializers.Serializer):
     at = serializers.DateTimeField()
     action = serializers.CharField()

@@ -92,7 +92,7 @@ class CardList(ApiView):
     @extend_schema(
         operation_id="cards_list",
         parameters=[s.CardFilterIn],
-        responses={200: s.CardOut(many=True), **ERRORS},
+        responses={200: s.CardPageOut, **ERRORS},
         description="Cards, newest first, with cursor pagination (`next`/`previous` links).",
     )
     def get(self, request: Request) -> Response:
