@@ -21,7 +21,6 @@ from schemathesis.generation import GenerationMode
 from api.tokens import token_create
 from tests.factories import subagent_request
 
-
 # Loaded once at collection, through the WSGI application (the schema view needs no database).
 schema = schemathesis.openapi.from_wsgi("/api/schema/", get_wsgi_application())
 schema.config.generation.update(
