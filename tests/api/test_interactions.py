@@ -272,3 +272,21 @@ def test_two_racing_api_decisions_apply_exactly_once(api, team):
     assert [r[0] for r in results] == ["applied", "rejected"]
     assert results[1][1] == "already_resolved"
     assert Decision.objects.count() == 1
+
+
+def test_a_prompt_raised_through_the_api_is_decided_on_its_card_page_with_its_own_buttons(
+    api, team, client, alice
+):
+    api().post(REQUESTS, prompt(lead="<script>alert(1)</script> wants to migrate"))
+    card = Card.objects.get()
+    client.force_login(alice)
+    page = client.get(f"/cards/{card.pk}/").content.decode()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page  # agent words stay inert
+    assert "<script>alert(1)" not in page
+    assert 'value="approve"' in page and "Run it" in page and "Don&#x27;t run it" in page
+    answer = client.post(
+        f"/cards/{card.pk}/decide", {"action": "deny", "category": "tool_approval"}, follow=True
+    )
+    assert "“Don&#x27;t run it” chosen by" in answer.content.decode()
+    decided = api("read").get(f"/api/v1/cards/{card.interaction_id}").json()
+    assert (decided["state"], decided["decision"]["channel"]) == ("denied", "web")
