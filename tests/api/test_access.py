@@ -167,3 +167,34 @@ def test_the_schema_and_docs_page_are_served_without_a_token(client, db):
     docs = client.get("/api/docs/")
     assert docs.status_code == 200
     assert b"swagger-ui" in docs.content
+
+
+def test_an_operator_creates_a_token_in_the_admin_and_sees_it_once(client, db):
+    from tests.conftest import make_user
+
+    operator = make_user("operator@example.com", is_staff=True, is_superuser=True)
+    client.force_login(operator)
+    answer = client.post(
+        "/admin/api/apitoken/add/",
+        {"name": "runner", "scope": "read", "namespaces": '["team"]'},
+        follow=True,
+    )
+    page = answer.content.decode()
+    token = ApiToken.objects.get()
+    assert "copy it now" in page
+    text = page.split("never shown again: ", 1)[1].split("<", 1)[0].strip()
+    assert text.startswith(f"dd_{token.key}_")
+    assert ApiClient(text).get(CARDS).status_code == 200
+    assert token.namespaces == ["team"]
+
+
+def test_the_admin_refuses_a_bad_namespace_list(client, db):
+    from tests.conftest import make_user
+
+    client.force_login(make_user("operator@example.com", is_staff=True, is_superuser=True))
+    answer = client.post(
+        "/admin/api/apitoken/add/", {"name": "runner", "scope": "read", "namespaces": '["Bad"]'}
+    )
+    assert answer.status_code == 200
+    assert "is not a Kubernetes namespace name" in answer.content.decode()
+    assert not ApiToken.objects.exists()

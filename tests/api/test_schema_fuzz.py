@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 import schemathesis
+from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import (
     content_type_conformance,
@@ -26,6 +28,17 @@ schema = schemathesis.openapi.from_wsgi("/api/schema/", get_wsgi_application())
 schema.config.generation.update(
     modes=[GenerationMode.POSITIVE, GenerationMode.NEGATIVE], max_examples=40
 )
+
+
+@pytest.fixture(autouse=True)
+def keep_the_test_connection() -> Any:
+    """The WSGI handler closes database connections when a request finishes; inside a test's
+    transaction that would close it under the test, so do what Django's test client does."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
 
 
 @pytest.fixture
