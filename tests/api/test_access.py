@@ -99,6 +99,14 @@ def test_create_api_token_prints_the_token_alone_on_its_last_line(db, capsys):
     assert ApiClient(token_text).get(CARDS).status_code == 200
 
 
+def test_revoke_api_token_revokes_by_key(db, capsys):
+    call_command("create_api_token", "runner", "--scope", "read")
+    text = capsys.readouterr().out.strip().splitlines()[-1]
+    call_command("revoke_api_token", ApiToken.objects.get().key)
+    assert "Revoked runner" in capsys.readouterr().out
+    assert ApiClient(text).get(CARDS).status_code == 401
+
+
 def test_create_api_token_refuses_a_bad_namespace(db):
     from django.core.management.base import CommandError
 
