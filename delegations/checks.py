@@ -31,3 +31,28 @@ def cluster_settings(app_configs: Any, **kwargs: Any) -> list[Any]:
             )
         )
     return problems
+
+
+@register()
+def acs_settings(app_configs: Any, **kwargs: Any) -> list[Any]:
+    from delegations.acs.config import MIN_SECRET_BYTES, secret_problem
+
+    problem = secret_problem()
+    if problem is None:
+        return []
+    if problem == "unset":
+        return [
+            Warning(
+                "ACS_HMAC_SECRET is not set: POST /acs refuses every session (-32000).",
+                hint="Set ACS_HMAC_SECRET or ACS_HMAC_SECRET_FILE to a random secret of at "
+                f"least {MIN_SECRET_BYTES} bytes, shared with the agent runtimes.",
+                id="delegations.W002",
+            )
+        ]
+    return [
+        Error(
+            f"ACS_HMAC_SECRET is shorter than {MIN_SECRET_BYTES} bytes: POST /acs refuses every "
+            "session (-32000).",
+            id="delegations.E002",
+        )
+    ]
