@@ -83,6 +83,9 @@ class AcsEntry(models.Model):
             )
         ]
 
+    def __str__(self) -> str:
+        return f"{self.session_id}#{self.position}"
+
 
 class AcsSeen(models.Model):
     """A request_id or nonce already used in a session: inserting it again is the replay."""
@@ -97,6 +100,9 @@ class AcsSeen(models.Model):
             models.UniqueConstraint(fields=["session", "kind", "value"], name="acsseen_once")
         ]
 
+    def __str__(self) -> str:
+        return f"{self.kind} {self.value}"
+
 
 class AcsAnomaly(models.Model):
     """Something a runtime reported that does not add up; shown to operators, never a deny."""
@@ -110,3 +116,6 @@ class AcsAnomaly(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.detail}"
