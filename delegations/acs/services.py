@@ -21,6 +21,7 @@ from delegations.acs import chain, config, guardian
 from delegations.acs.models import AcsAnomaly, AcsEntry, AcsSeen, AcsSession, ChainState
 from delegations.acs.wire import (
     CAPABILITY_NOT_NEGOTIATED,
+    CHAIN_MISMATCH,
     REPLAY,
     SESSION_REFUSED,
     STEPS,
@@ -140,7 +141,9 @@ def step_evaluate(*, method: str, params: dict[str, Any]) -> dict[str, Any]:
     """Evaluate one step of an open, negotiated session and append it to the session's chain.
 
     Returns the result body (unsigned), with the new ``chain_hash``. Raises AcsError: -32003
-    before ``handshake/hello``, -32000 on a sealed session, -32005 for a replay.
+    before ``handshake/hello``, -32000 on a sealed session, -32005 for a replay, -32007 when
+    ``metadata.session_state.chain_hash`` is not this session's newest hash (the runtime and this
+    Guardian disagree about the chain; nothing is appended).
     """
     session_id = params["metadata"]["session_id"].lower()
     session = _lock(session_id)
@@ -152,6 +155,14 @@ def step_evaluate(*, method: str, params: dict[str, Any]) -> dict[str, Any]:
     if session.state == ChainState.SEALED:
         raise AcsError(SESSION_REFUSED, f"session refused: {session_id} is sealed")
     _mark_seen(session, params)
+    claimed = (params["metadata"].get("session_state") or {}).get("chain_hash")
+    if claimed is not None and claimed != session.head_hash:
+        raise AcsError(
+            CHAIN_MISMATCH,
+            "chain mismatch: metadata.session_state.chain_hash is not this session's newest "
+            "chain hash",
+            {"chain_hash": session.head_hash or None},
+        )
     payload = params["payload"]
     if method == "steps/subagentStart":
         verdict = _subagent_start(session, params, payload)
