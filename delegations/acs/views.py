@@ -57,7 +57,7 @@ def _check_envelope(envelope: Any) -> tuple[str, dict[str, Any]]:
     if not isinstance(envelope, dict):
         raise AcsError(INVALID_REQUEST, "invalid request: the body must be a JSON-RPC object")
     found = schemas.problems(schemas.envelope_validator(), envelope, "")
-    outer = [p for p in found if not p.path.startswith("params")]
+    outer = [p for p in found if not p.path.startswith("params.")]
     if outer:
         raise AcsError(INVALID_REQUEST, f"invalid request: {outer[0]}", {"path": outer[0].path})
     method = envelope["method"]
