@@ -80,9 +80,7 @@ class Runtime:
         return signing.sign_request(self.key, envelope, KEY_ID) if sign else envelope
 
     def post_raw(self, body: bytes | str, **extra: Any) -> dict[str, Any]:
-        response = self.client.post(
-            "/acs", data=body, content_type="application/json", **extra
-        )
+        response = self.client.post("/acs", data=body, content_type="application/json", **extra)
         assert response.status_code == 200
         assert response["Content-Type"] == "application/json"
         answer = json.loads(response.content)

@@ -185,7 +185,8 @@ def test_a_hello_offering_no_version_we_speak_is_unsupported(client, db):
 
 
 @pytest.mark.parametrize(
-    "method", ["steps/sessionStart", "steps/subagentStart", "steps/subagentStop", "steps/sessionEnd"]
+    "method",
+    ["steps/sessionStart", "steps/subagentStart", "steps/subagentStop", "steps/sessionEnd"],
 )
 def test_a_step_before_handshake_hello_is_capability_not_negotiated(client, db, method):
     rt = Runtime(client)
