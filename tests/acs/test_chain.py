@@ -113,7 +113,7 @@ def test_a_changed_entry_breaks_the_chain_where_it_was_changed(runtime):
     entry = AcsEntry.objects.get(session__session_id=runtime.session_id, position=3)
     entry.entry = {**entry.entry, "decision": "deny"}
     entry.save()
-    with pytest.raises(CommandError, match="BROKEN at entry 3 .2 entries verified before it."):
+    with pytest.raises(CommandError, match=r"BROKEN at entry 3 \(2 entries verified before it\)"):
         verify(runtime.session_id)
 
 
@@ -129,7 +129,7 @@ def test_a_truncated_chain_no_longer_reaches_the_recorded_head(runtime):
     witness = Witness()
     mixed_steps(runtime, witness, 3)
     AcsEntry.objects.filter(session__session_id=runtime.session_id, position=3).delete()
-    with pytest.raises(CommandError, match="BROKEN at entry 3 .*the session records"):
+    with pytest.raises(CommandError, match=r"BROKEN at entry 3 .*the session records"):
         verify(runtime.session_id)
 
 
