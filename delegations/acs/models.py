@@ -50,7 +50,7 @@ class AcsSession(models.Model):
     stopped_at = models.DateTimeField(null=True, blank=True)
     outcome = models.CharField(max_length=32, blank=True)
     final_chain_hash = models.CharField(max_length=64, blank=True)
-    step_count = models.PositiveIntegerField(null=True, blank=True)
+    step_count = models.PositiveBigIntegerField(null=True, blank=True)
     summary_provenance = models.JSONField(null=True, blank=True)
     summary_trust = models.CharField(max_length=16, blank=True)  # trusted | untrusted
     created_at = models.DateTimeField(auto_now_add=True)

@@ -76,6 +76,26 @@ def _check_envelope(envelope: Any) -> tuple[str, dict[str, Any]]:
     return method, params
 
 
+def _nul_path(value: Any, path: str) -> str | None:
+    """The path of the first string or key holding U+0000, which JSON allows but PostgreSQL
+    cannot store (in text or jsonb); None when there is none."""
+    if isinstance(value, str):
+        return path if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if "\x00" in key:
+                return path
+            found = _nul_path(item, f"{path}.{key}")
+            if found:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _nul_path(item, f"{path}[{index}]")
+            if found:
+                return found
+    return None
+
+
 def _check_time(params: dict[str, Any]) -> None:
     stamp = datetime.fromisoformat(params["timestamp"].replace("z", "Z").replace("Z", "+00:00"))
     if stamp.tzinfo is None:
@@ -122,6 +142,11 @@ def _handle(request: HttpRequest, envelope_box: list[Any]) -> dict[str, Any]:
     found = schemas.problems(schemas.payload_validators()[method], payload, "params.payload")
     if found:
         raise AcsError(INVALID_PARAMS, f"invalid params: {found[0]}", {"path": found[0].path})
+    nul = _nul_path(params, "params")
+    if nul:
+        raise AcsError(
+            INVALID_PARAMS, f"invalid params: {nul}: U+0000 cannot be recorded", {"path": nul}
+        )
     if method == "system/ping":
         return {
             "acs_version": config.ACS_VERSION,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 PARSE_ERROR = -32700
@@ -56,6 +57,8 @@ def response_id(envelope: Any) -> Any:
     """The id to answer with: the request's when it is a string or a number, else null."""
     if isinstance(envelope, dict):
         value = envelope.get("id")
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
         if isinstance(value, str | int | float) and not isinstance(value, bool):
             return value
     return None

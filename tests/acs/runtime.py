@@ -23,6 +23,10 @@ ALL_METHODS = [
 ]
 
 
+def _not_json(name: str) -> Any:
+    raise AssertionError(f"the answer holds {name}, which is not JSON")
+
+
 def now_stamp(offset_seconds: float = 0) -> str:
     moment = datetime.now(UTC) + timedelta(seconds=offset_seconds)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -83,7 +87,7 @@ class Runtime:
         response = self.client.post("/acs", data=body, content_type="application/json", **extra)
         assert response.status_code == 200
         assert response["Content-Type"] == "application/json"
-        answer = json.loads(response.content)
+        answer = json.loads(response.content, parse_constant=_not_json)
         assert answer["jsonrpc"] == "2.0"
         assert ("result" in answer) != ("error" in answer)
         return answer

@@ -301,3 +301,26 @@ def test_every_answer_echoes_the_request_id_number_or_string(runtime):
     answer = runtime.post(signing.sign_request(runtime.key, envelope, KEY_ID))
     assert answer["id"] == 7
     assert answer["result"]["status"] == "ok"
+
+
+@pytest.mark.parametrize(
+    ("where", "path"),
+    [
+        (lambda p: p["metadata"].update(agent_id="a\x00b"), "params.metadata.agent_id"),
+        (lambda p: p.update(nonce="n" * 20 + "\x00"), "params.nonce"),
+        (lambda p: p["payload"].update(intent={"raw": "\x00"}), "params.payload.intent.raw"),
+    ],
+)
+def test_a_nul_character_that_cannot_be_recorded_is_invalid_params(runtime, where, path):
+    envelope = runtime.envelope("steps/sessionStart", {}, sign=False)
+    where(envelope["params"])
+    answer = runtime.post(signing.sign_request(runtime.key, envelope, KEY_ID))
+    assert answer["error"]["code"] == -32602
+    assert answer["error"]["data"] == {"path": path}
+
+
+def test_a_huge_step_count_is_recorded(runtime):
+    child = str(uuid.uuid4())
+    runtime.spawn(child, "fresh")
+    assert runtime.stop(child, subagent_step_count=2**40)["decision"] == "allow"
+    assert AcsSession.objects.get(session_id=child).step_count == 2**40
