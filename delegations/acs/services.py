@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
 from delegations import services as platform_services
@@ -39,22 +39,46 @@ def _lock(session_id: str) -> AcsSession | None:
     return AcsSession.objects.select_for_update().filter(session_id=session_id.lower()).first()
 
 
+def _take_write_lock(session_id: str) -> None:
+    """On SQLite, begin the transaction with a write, so it waits for the database's write lock
+    (busy timeout) instead of failing with "database is locked": a transaction that reads first
+    cannot upgrade to writing once another connection has committed (WAL snapshot), and
+    ``select_for_update`` is a no-op there. PostgreSQL needs nothing: the row lock serialises."""
+    if connection.vendor == "sqlite":
+        AcsSession.objects.filter(session_id=session_id.lower()).update(
+            entry_count=models.F("entry_count")
+        )
+
+
+def _lock_or_create(session_id: str) -> AcsSession:
+    """The session's row, locked; created when there is none (a concurrent creator wins the
+    unique constraint, and its row is then locked instead)."""
+    session = _lock(session_id)
+    if session is not None:
+        return session
+    try:
+        with transaction.atomic():
+            return AcsSession.objects.create(session_id=session_id)
+    except IntegrityError:
+        session = _lock(session_id)
+        assert session is not None
+        return session
+
+
 def _mark_seen(session: AcsSession, params: dict[str, Any]) -> None:
     """Refuse a request_id or nonce this session has used before (-32005)."""
-    values = [("request_id", params["request_id"].lower())]
+    seen = [AcsSeen(session=session, kind="request_id", value=params["request_id"].lower())]
     if "nonce" in params:
-        values.append(("nonce", params["nonce"]))
-    for kind, value in values:
-        try:
-            # A savepoint, so the IntegrityError leaves the outer transaction usable; the
-            # unique constraint (not this read-free insert's caller) is what refuses the second
-            # of two concurrent copies.
-            with transaction.atomic():
-                AcsSeen.objects.create(session=session, kind=kind, value=value)
-        except IntegrityError:
-            raise AcsError(
-                REPLAY, f"replay: this {kind} was already used in session {session.session_id}"
-            ) from None
+        seen.append(AcsSeen(session=session, kind="nonce", value=params["nonce"]))
+    try:
+        # The unique constraint, not a read before the insert, is what refuses the second of two
+        # concurrent copies. The caller's transaction is rolled back by the AcsError.
+        AcsSeen.objects.bulk_create(seen)
+    except IntegrityError:
+        what = "request_id or nonce" if len(seen) > 1 else "request_id"
+        raise AcsError(
+            REPLAY, f"replay: this {what} was already used in session {session.session_id}"
+        ) from None
 
 
 def _lineage_apply(session: AcsSession) -> None:
@@ -104,9 +128,8 @@ def session_hello(*, params: dict[str, Any], hello: dict[str, Any], secure: bool
         )
     metadata = params["metadata"]
     session_id = metadata["session_id"].lower()
-    AcsSession.objects.get_or_create(session_id=session_id)
-    session = _lock(session_id)
-    assert session is not None
+    _take_write_lock(session_id)
+    session = _lock_or_create(session_id)
     if session.state == ChainState.SEALED:
         raise AcsError(SESSION_REFUSED, f"session refused: {session_id} is sealed")
     _mark_seen(session, params)
@@ -146,6 +169,7 @@ def step_evaluate(*, method: str, params: dict[str, Any]) -> dict[str, Any]:
     Guardian disagree about the chain; nothing is appended).
     """
     session_id = params["metadata"]["session_id"].lower()
+    _take_write_lock(session_id)
     session = _lock(session_id)
     if session is None or session.hello_at is None:
         raise AcsError(
@@ -263,9 +287,29 @@ def _subagent_start(
         verdict = guardian.evaluate_spawn(payload, parent.intent)
     if child_id == parent.session_id:
         return verdict
-    AcsSession.objects.get_or_create(session_id=child_id)
+    spawn: dict[str, Any] = {
+        "parent": parent,
+        "spawn_request_id": request_id,
+        "spawn_decision": verdict.decision,
+        "spawn_reason_codes": verdict.reason_codes,
+        "intent_derivation": payload["intent_derivation"],
+        "descriptor": payload.get("subagent_descriptor") or {},
+    }
+    if verdict.decision == "allow":
+        spawn.update(intent=verdict.effective_intent, intent_source="spawn")
     child = _lock(child_id)
-    assert child is not None
+    if child is None:
+        # The usual case: a child this service has not heard of, recorded in one insert. A
+        # concurrent hello of the child itself may win the unique constraint; then it is updated.
+        try:
+            with transaction.atomic():
+                child = AcsSession.objects.create(session_id=child_id, **spawn)
+        except IntegrityError:
+            child = _lock(child_id)
+            assert child is not None
+        else:
+            _lineage_apply(child)
+            return verdict
     if child.parent_id is not None and child.parent_id != parent.id:
         _anomaly(
             parent,
@@ -295,15 +339,8 @@ def _subagent_start(
             child=child_id,
             request_id=request_id,
         )
-    child.parent = parent
-    child.spawn_request_id = request_id
-    child.spawn_decision = verdict.decision
-    child.spawn_reason_codes = verdict.reason_codes
-    child.intent_derivation = payload["intent_derivation"]
-    child.descriptor = payload.get("subagent_descriptor") or {}
-    if verdict.decision == "allow":
-        child.intent = verdict.effective_intent
-        child.intent_source = "spawn"
+    for name, value in spawn.items():
+        setattr(child, name, value)
     child.save()
     _lineage_apply(child)
     return verdict
