@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from delegations.platform import ChannelKind
+
 MIN_SECRET_BYTES = 32
 ACS_VERSION = "0.1.0"
 
@@ -40,9 +42,10 @@ def max_body_bytes() -> int:
 
 
 def root_channel() -> dict[str, str] | None:
-    """The binding ACS root sessions get (``ACS_ROOT_CHANNEL`` = "KIND/NAME"), or None."""
+    """The binding ACS root sessions get (``ACS_ROOT_CHANNEL`` = "KIND/NAME"), or None when it is
+    unset or not a platform channel kind and a name (the system check reports that)."""
     raw = settings.ACS_ROOT_CHANNEL
-    if not raw or "/" not in raw:
+    kind, _, name = (raw or "").partition("/")
+    if kind not in {k.value for k in ChannelKind} or not name:
         return None
-    kind, _, name = raw.partition("/")
     return {"kind": kind, "name": name}

@@ -97,7 +97,12 @@ def _nul_path(value: Any, path: str) -> str | None:
 
 
 def _check_time(params: dict[str, Any]) -> None:
-    stamp = datetime.fromisoformat(params["timestamp"].replace("z", "Z").replace("Z", "+00:00"))
+    try:
+        stamp = datetime.fromisoformat(params["timestamp"].replace("z", "Z").replace("Z", "+00:00"))
+    except ValueError:
+        raise AcsError(
+            INVALID_PARAMS, "invalid params: params.timestamp cannot be read as a date-time"
+        ) from None
     if stamp.tzinfo is None:
         raise AcsError(INVALID_PARAMS, "invalid params: params.timestamp has no offset")
     skew = abs((datetime.now(UTC) - stamp).total_seconds()) * 1000

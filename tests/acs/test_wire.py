@@ -324,3 +324,21 @@ def test_a_huge_step_count_is_recorded(runtime):
     runtime.spawn(child, "fresh")
     assert runtime.stop(child, subagent_step_count=2**40)["decision"] == "allow"
     assert AcsSession.objects.get(session_id=child).step_count == 2**40
+
+
+def test_a_root_channel_or_namespace_the_platform_cannot_hold_is_a_check_error(settings):
+    settings.ACS_ROOT_CHANNEL = "telepathy/desk"
+    settings.ACS_NAMESPACE = "ACS Sessions"
+    assert [p.id for p in acs_settings(None)] == ["delegations.E003", "delegations.E004"]
+    settings.ACS_ROOT_CHANNEL = "browser/desk"
+    settings.ACS_NAMESPACE = "acs-runtimes"
+    assert acs_settings(None) == []
+
+
+def test_a_root_channel_of_the_wrong_kind_leaves_root_sessions_unbound(client, db, settings):
+    settings.ACS_ROOT_CHANNEL = "telepathy/desk"
+    rt = Runtime(client)
+    rt.hello()
+    from delegations.models import AgentSession
+
+    assert AgentSession.objects.get(name=rt.session_id).spec == {}
