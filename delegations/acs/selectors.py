@@ -13,7 +13,7 @@ from delegations.acs.models import AcsEntry, AcsSession, ChainState
 
 @dataclass(frozen=True)
 class ChainStatus:
-    state: str  # open | sealed | verified | broken
+    state: str  # open | sealed | verified | broken, or absent (never said hello here)
     report: chain.ChainReport
 
 
@@ -37,6 +37,8 @@ def chain_report(session: AcsSession) -> chain.ChainReport:
 
 def chain_status(session: AcsSession) -> ChainStatus:
     report = chain_report(session)
+    if report.ok and session.hello_at is None and report.checked == 0:
+        return ChainStatus("absent", report)
     if not report.ok:
         return ChainStatus("broken", report)
     if session.state != ChainState.SEALED:

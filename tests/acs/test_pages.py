@@ -126,3 +126,4 @@ def test_the_acs_page_shows_spawn_decisions_and_stops(operator, client):
     html = operator.get(reverse("approvals:acs-sessions")).content.decode()
     assert "deny (fresh)" in html and "capability_exceeds_parent" in html
     assert "denied_at_spawn, 0 steps" in html
+    assert "the session never said hello to this desk" in html  # the denied child
