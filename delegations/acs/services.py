@@ -33,10 +33,22 @@ from delegations.models import AgentSession, Origin
 log = logging.getLogger(__name__)
 
 EVALUATED = (*STEPS,)
+# What a step may change on its own session's row (the rest is the spawn and stop records,
+# written on the child's row).
+_STEP_FIELDS = [
+    "entry_count",
+    "head_hash",
+    "intent",
+    "intent_source",
+    "state",
+    "sealed_hash",
+    "sealed_at",
+]
 
 
 def _lock(session_id: str) -> AcsSession | None:
-    return AcsSession.objects.select_for_update().filter(session_id=session_id.lower()).first()
+    rows = AcsSession.objects.select_for_update().filter(session_id=session_id.lower()).order_by()
+    return next(iter(rows[:1]), None)
 
 
 def _take_write_lock(session_id: str) -> None:
@@ -201,7 +213,7 @@ def step_evaluate(*, method: str, params: dict[str, Any]) -> dict[str, Any]:
         session.state = ChainState.SEALED
         session.sealed_hash = head
         session.sealed_at = timezone.now()
-    session.save()
+    session.save(update_fields=_STEP_FIELDS)
     return {
         "type": "final",
         "acs_version": config.ACS_VERSION,
@@ -297,19 +309,18 @@ def _subagent_start(
     }
     if verdict.decision == "allow":
         spawn.update(intent=verdict.effective_intent, intent_source="spawn")
-    child = _lock(child_id)
-    if child is None:
-        # The usual case: a child this service has not heard of, recorded in one insert. A
-        # concurrent hello of the child itself may win the unique constraint; then it is updated.
-        try:
-            with transaction.atomic():
-                child = AcsSession.objects.create(session_id=child_id, **spawn)
-        except IntegrityError:
-            child = _lock(child_id)
-            assert child is not None
-        else:
-            _lineage_apply(child)
-            return verdict
+    # The usual case is a child this service has not heard of: recorded in one insert, with no
+    # read before it. A child already known (it said hello first, or a repeated spawn) fails the
+    # unique constraint; then its row is locked and updated.
+    try:
+        with transaction.atomic():
+            child = AcsSession.objects.create(session_id=child_id, **spawn)
+    except IntegrityError:
+        child = _lock(child_id)
+        assert child is not None
+    else:
+        _lineage_apply(child)
+        return verdict
     if child.parent_id is not None and child.parent_id != parent.id:
         _anomaly(
             parent,
