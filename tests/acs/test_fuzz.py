@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from delegations.acs import signing
-from tests.acs.runtime import KEY_ID, Runtime, intent, now_stamp
+from tests.acs.runtime import KEY_ID, SECRET, Runtime, intent, now_stamp
 
 KNOWN = {-32700, -32600, -32601, -32602, -32000, -32001, -32003, -32004, -32005, -32006, -32007}
 FUZZ = settings(
@@ -122,7 +122,7 @@ def resign(rt: Runtime, envelope: dict[str, Any]) -> dict[str, Any]:
     session_id = metadata.get("session_id") if isinstance(metadata, dict) else None
     if not isinstance(session_id, str):
         return envelope
-    key = signing.session_key(b"test-only-acs-secret-0123456789abcdef", session_id)
+    key = signing.session_key(SECRET.encode(), session_id)
     try:
         return signing.sign_request(key, envelope, KEY_ID)
     except (ValueError, TypeError):
