@@ -1,6 +1,6 @@
 from django.urls import path
 
-from approvals import views
+from approvals import acs_views, views
 
 app_name = "approvals"
 
@@ -9,4 +9,5 @@ urlpatterns = [
     path("cards/<int:pk>/", views.card_detail, name="card"),
     path("cards/<int:pk>/decide", views.card_decide_view, name="decide"),
     path("audit/", views.audit_log, name="audit"),
+    path("acs/sessions/", acs_views.acs_sessions, name="acs-sessions"),
 ]

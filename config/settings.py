@@ -223,6 +223,15 @@ NOTIFY_RETRY_CAP_SECONDS = float(env_str("NOTIFY_RETRY_CAP_SECONDS", "600"))
 # The address people use to reach this desk, for links in Slack messages.
 DESK_BASE_URL = env_str("DESK_BASE_URL", "http://127.0.0.1:8000")
 
+# ACS hooks (POST /acs): without a secret of at least 32 bytes the endpoint refuses every session
+# (-32000) and `manage.py check` says why (delegations.W002 / E002). See README.md, "ACS hooks".
+ACS_HMAC_SECRET = env_secret("ACS_HMAC_SECRET")
+ACS_KEY_ID = env_str("ACS_KEY_ID", "disclosure-desk")
+ACS_NAMESPACE = env_str("ACS_NAMESPACE", "acs")
+ACS_ROOT_CHANNEL = env_str("ACS_ROOT_CHANNEL")  # "KIND/NAME": the channel ACS root sessions read
+ACS_SKEW_WINDOW_MS = env_int("ACS_SKEW_WINDOW_MS", 300000)
+ACS_MAX_BODY_BYTES = env_int("ACS_MAX_BODY_BYTES", 262144)
+
 CELERY_BEAT_SCHEDULE = {
     "upkeep": {"task": "approvals.tasks.upkeep", "schedule": 15.0},
 }

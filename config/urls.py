@@ -11,6 +11,7 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("api/", include("api.urls")),
+    path("", include("delegations.acs.urls")),
     path("slack/interactions", slack_views.interactions, name="slack-interactions"),
     path("", include("approvals.urls")),
 ]

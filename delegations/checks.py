@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.conf import settings
@@ -31,3 +32,47 @@ def cluster_settings(app_configs: Any, **kwargs: Any) -> list[Any]:
             )
         )
     return problems
+
+
+@register()
+def acs_settings(app_configs: Any, **kwargs: Any) -> list[Any]:
+    from delegations.acs.config import MIN_SECRET_BYTES, root_channel, secret_problem
+
+    problems: list[Any] = []
+    if settings.ACS_ROOT_CHANNEL and root_channel() is None:
+        problems.append(
+            Error(
+                f"ACS_ROOT_CHANNEL must be KIND/NAME with a platform channel kind, not "
+                f"{settings.ACS_ROOT_CHANNEL!r}: ACS root sessions read no channel.",
+                id="delegations.E003",
+            )
+        )
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", settings.ACS_NAMESPACE):
+        problems.append(
+            Error(
+                f"ACS_NAMESPACE must be a namespace name (RFC 1123 label), not "
+                f"{settings.ACS_NAMESPACE!r}: ACS sessions could not enter the lineage.",
+                id="delegations.E004",
+            )
+        )
+    problem = secret_problem()
+    if problem is None:
+        return problems
+    if problem == "unset":
+        return [
+            *problems,
+            Warning(
+                "ACS_HMAC_SECRET is not set: POST /acs refuses every session (-32000).",
+                hint="Set ACS_HMAC_SECRET or ACS_HMAC_SECRET_FILE to a random secret of at "
+                f"least {MIN_SECRET_BYTES} bytes, shared with the agent runtimes.",
+                id="delegations.W002",
+            ),
+        ]
+    return [
+        *problems,
+        Error(
+            f"ACS_HMAC_SECRET is shorter than {MIN_SECRET_BYTES} bytes: POST /acs refuses every "
+            "session (-32000).",
+            id="delegations.E002",
+        ),
+    ]

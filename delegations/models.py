@@ -134,3 +134,8 @@ class SubagentRequest(PlatformObject):
         self.parent_namespace = parent.get("namespace", "")
         self.parent_name = parent.get("name", "")
         self.phase = self.status.get("phase", "")
+
+
+# The ACS endpoint's own tables live in delegations.acs.models; importing them here is what makes
+# them models of this app.
+from delegations.acs.models import AcsAnomaly, AcsEntry, AcsSeen, AcsSession  # noqa: E402, F401

@@ -22,6 +22,10 @@ _MODELS: dict[str, type[PlatformObject]] = {
 }
 
 
+# Origins whose objects this service holds itself (no cluster assigns their resourceVersion).
+_HELD_HERE = frozenset({Origin.DATABASE, Origin.ACS})
+
+
 def _newer(stored_version: str, event_version: str) -> bool:
     """Whether a cluster's resourceVersion is newer than the stored one. resourceVersions are
     opaque; equal ones are the same write (a replay). Numeric order is used only to drop stale
@@ -173,17 +177,17 @@ def _apply(kind: str, obj: dict[str, Any], origin: str) -> tuple[PlatformObject,
         if uid:
             row.uid = uid
     elif row.spec == spec and row.status == clean["status"] and row.labels == labels:
-        if origin == Origin.DATABASE or row.resource_version == version:
+        if origin in _HELD_HERE or row.resource_version == version:
             return row, False
         # Same content under a newer version (a no-op the API server still versioned).
         model.objects.filter(pk=row.pk).update(resource_version=version)
         row.resource_version = version
         return row, True
-    elif origin == Origin.DATABASE:
+    elif origin in _HELD_HERE:
         row.resource_version = str(int(row.resource_version) + 1)
         if row.spec != spec:
             row.generation += 1
-    if origin != Origin.DATABASE and version:
+    if origin not in _HELD_HERE and version:
         row.resource_version = version
         row.generation = int(metadata.get("generation") or row.generation)
     row.spec, row.status, row.labels = spec, clean["status"], labels

@@ -1,0 +1,141 @@
+"""Validators for the shipped ACS v0.1.0 schemas (copies under ``schema/v0.1.0``), built once.
+
+The hook seeds reference ``../provenance.json`` relative to their own ``$id`` under
+``https://genai-security-project.github.io/...``, while the provenance file declares
+``https://acs.org/...``: the registry serves each file under both roots so every ``$ref``
+resolves locally, and nothing is ever fetched over the network.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+SCHEMA_DIR = Path(__file__).resolve().parent / "schema" / "v0.1.0"
+ROOTS = (
+    "https://acs.org/schema/v0.1.0/",
+    "https://genai-security-project.github.io/agent-control-standard/schema/v0.1.0/",
+)
+FILES = (
+    "request-envelope.json",
+    "provenance.json",
+    "handshake.json",
+    "hooks/subagent-start.json",
+    "hooks/subagent-stop.json",
+)
+
+# The standard's sessionStart schema is not among the shipped files; this is the part of it
+# Disclosure Desk reads. The Intent is checked for types only: a parsed list without
+# parser_provenance is accepted here and makes every spawn under it a deny (see guardian).
+_INTENT = {
+    "type": "object",
+    "properties": {
+        "raw": {"type": "string"},
+        "parsed": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "tool": {"type": "string"},
+                    "operation": {"type": "string"},
+                    "resource": {"type": "string"},
+                },
+            },
+        },
+        "parser_provenance": {"$ref": ROOTS[0] + "provenance.json"},
+        "scope_mode": {"type": "string", "enum": ["strict", "moderate", "permissive"]},
+    },
+}
+SESSION_START = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "urn:disclosure-desk:acs:session-start",
+    "type": "object",
+    "properties": {"intent": _INTENT},
+}
+OPEN_OBJECT = {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object"}
+
+
+def _load(name: str) -> dict[str, Any]:
+    return json.loads((SCHEMA_DIR / name).read_text())
+
+
+@cache
+def registry() -> Registry:
+    resources = []
+    for name in FILES:
+        contents = _load(name)
+        for root in ROOTS:
+            resources.append((root + name, Resource(contents=contents, specification=DRAFT202012)))
+    return Registry().with_resources(resources)
+
+
+def _validator(schema: dict[str, Any]) -> Draft202012Validator:
+    return Draft202012Validator(
+        schema, registry=registry(), format_checker=Draft202012Validator.FORMAT_CHECKER
+    )
+
+
+@cache
+def envelope_validator() -> Draft202012Validator:
+    return _validator(_load("request-envelope.json"))
+
+
+@cache
+def payload_validators() -> dict[str, Draft202012Validator]:
+    hello = {"$ref": ROOTS[0] + "handshake.json#/$defs/ClientHello"}
+    return {
+        "handshake/hello": _validator(hello),
+        "steps/sessionStart": _validator(SESSION_START),
+        "steps/subagentStart": _validator(_load("hooks/subagent-start.json")),
+        "steps/subagentStop": _validator(_load("hooks/subagent-stop.json")),
+        "steps/sessionEnd": _validator(OPEN_OBJECT),
+        "system/ping": _validator(OPEN_OBJECT),
+    }
+
+
+@dataclass(frozen=True)
+class SchemaProblem:
+    path: str  # e.g. "params.payload.subagent_intent.parser_provenance"
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+def _path(prefix: str, error: ValidationError) -> str:
+    path = prefix
+    for part in error.absolute_path:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    if error.validator == "required" and isinstance(error.instance, dict):
+        # One error per missing property; the message is the only place that names it.
+        missing = [
+            name
+            for name in error.validator_value
+            if name not in error.instance and error.message.startswith(f"{name!r} ")
+        ]
+        if missing:
+            path += f".{missing[0]}" if path else missing[0]
+    return path or "(root)"
+
+
+def problems(validator: Draft202012Validator, instance: Any, prefix: str) -> list[SchemaProblem]:
+    """Every violation, shallowest path first (then in a stable order), named by its path."""
+    errors = sorted(
+        validator.iter_errors(instance),
+        key=lambda e: (len(e.absolute_path), [str(p) for p in e.absolute_path], e.message),
+    )
+    return [SchemaProblem(_path(prefix, e), e.message) for e in errors]
+
+
+def warm() -> None:
+    """Build every validator now (at start-up) rather than on the first request."""
+    envelope_validator()
+    payload_validators()

@@ -1,0 +1,425 @@
+"""Writes of the ACS endpoint. Every evaluated step goes through ``step_evaluate``.
+
+Contract of each step, in one transaction: lock the session row (``select_for_update``, so two
+steps of one session append one after the other on PostgreSQL; SQLite serialises writers), refuse
+a replay by inserting its request_id and nonce under a unique constraint, decide, append one
+ContextEntry, and — for a spawn — record the child and its place in the lineage through
+``delegations.services.object_apply`` (so the usual signals reach the human side). An AcsError
+raised anywhere rolls all of it back.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import IntegrityError, connection, models, transaction
+from django.utils import timezone
+
+from delegations import services as platform_services
+from delegations.acs import chain, config, guardian
+from delegations.acs.models import AcsAnomaly, AcsEntry, AcsSeen, AcsSession, ChainState
+from delegations.acs.wire import (
+    CAPABILITY_NOT_NEGOTIATED,
+    CHAIN_MISMATCH,
+    REPLAY,
+    SESSION_REFUSED,
+    STEPS,
+    UNSUPPORTED_VERSION,
+    AcsError,
+)
+from delegations.models import AgentSession, Origin
+
+log = logging.getLogger(__name__)
+
+EVALUATED = (*STEPS,)
+# What a step may change on its own session's row (the rest is the spawn and stop records,
+# written on the child's row).
+_STEP_FIELDS = [
+    "entry_count",
+    "head_hash",
+    "intent",
+    "intent_source",
+    "state",
+    "sealed_hash",
+    "sealed_at",
+]
+
+
+def _lock(session_id: str) -> AcsSession | None:
+    rows = AcsSession.objects.select_for_update().filter(session_id=session_id.lower()).order_by()
+    return next(iter(rows[:1]), None)
+
+
+def _take_write_lock(session_id: str) -> None:
+    """On SQLite, begin the transaction with a write, so it waits for the database's write lock
+    (busy timeout) instead of failing with "database is locked": a transaction that reads first
+    cannot upgrade to writing once another connection has committed (WAL snapshot), and
+    ``select_for_update`` is a no-op there. PostgreSQL needs nothing: the row lock serialises."""
+    if connection.vendor == "sqlite":
+        AcsSession.objects.filter(session_id=session_id.lower()).update(
+            entry_count=models.F("entry_count")
+        )
+
+
+def _lock_or_create(session_id: str) -> AcsSession:
+    """The session's row, locked; created when there is none (a concurrent creator wins the
+    unique constraint, and its row is then locked instead)."""
+    session = _lock(session_id)
+    if session is not None:
+        return session
+    try:
+        with transaction.atomic():
+            return AcsSession.objects.create(session_id=session_id)
+    except IntegrityError:
+        session = _lock(session_id)
+        assert session is not None
+        return session
+
+
+def _mark_seen(session: AcsSession, params: dict[str, Any]) -> None:
+    """Refuse a request_id or nonce this session has used before (-32005)."""
+    seen = [AcsSeen(session=session, kind="request_id", value=params["request_id"].lower())]
+    if "nonce" in params:
+        seen.append(AcsSeen(session=session, kind="nonce", value=params["nonce"]))
+    try:
+        # The unique constraint, not a read before the insert, is what refuses the second of two
+        # concurrent copies. The caller's transaction is rolled back by the AcsError.
+        AcsSeen.objects.bulk_create(seen)
+    except IntegrityError:
+        what = "request_id or nonce" if len(seen) > 1 else "request_id"
+        raise AcsError(
+            REPLAY, f"replay: this {what} was already used in session {session.session_id}"
+        ) from None
+
+
+def _lineage_apply(session: AcsSession) -> None:
+    """Mirror the session as an AgentSession (origin=acs) in ACS_NAMESPACE; a child's
+    ``spec.parent`` is its parent's, a root reads ACS_ROOT_CHANNEL when one is configured."""
+    spec: dict[str, Any] = {}
+    if session.parent is not None:
+        spec["parent"] = {"namespace": config.namespace(), "name": session.parent.session_id}
+    else:
+        channel = config.root_channel()
+        if channel:
+            spec["inputChannel"] = channel
+    platform_services.object_apply(
+        "AgentSession",
+        {"metadata": {"namespace": config.namespace(), "name": session.session_id}, "spec": spec},
+        origin=Origin.ACS,
+    )
+
+
+def lineage_session(session: AcsSession) -> AgentSession | None:
+    return AgentSession.objects.filter(
+        namespace=config.namespace(), name=session.session_id
+    ).first()
+
+
+def _anomaly(
+    session: AcsSession, code: str, detail: str, *, child: str = "", request_id: str = ""
+) -> AcsAnomaly:
+    log.warning("ACS anomaly %s in session %s: %s", code, session.session_id, detail)
+    return AcsAnomaly.objects.create(
+        session=session, code=code, detail=detail, subagent_session_id=child, request_id=request_id
+    )
+
+
+@transaction.atomic
+def session_hello(*, params: dict[str, Any], hello: dict[str, Any], secure: bool) -> dict[str, Any]:
+    """``handshake/hello``: open (or re-open before any step) a session; returns ServerHello.
+
+    Raises AcsError: -32001 when the client speaks no version this Guardian does, -32000 for a
+    sealed session, -32005 for a replayed request_id or nonce.
+    """
+    if config.ACS_VERSION not in hello["acs_versions_supported"]:
+        raise AcsError(
+            UNSUPPORTED_VERSION,
+            f"unsupported version: this Guardian speaks ACS {config.ACS_VERSION} only",
+            {"supported_versions": [config.ACS_VERSION]},
+        )
+    metadata = params["metadata"]
+    session_id = metadata["session_id"].lower()
+    _take_write_lock(session_id)
+    session = _lock_or_create(session_id)
+    if session.state == ChainState.SEALED:
+        raise AcsError(SESSION_REFUSED, f"session refused: {session_id} is sealed")
+    _mark_seen(session, params)
+    first = session.hello_at is None
+    session.hello_at = session.hello_at or timezone.now()
+    session.agent_id = metadata["agent_id"][:256]
+    session.agent_name = str(metadata.get("agent_name", ""))[:256]
+    session.save()
+    if first:
+        _lineage_apply(session)
+    methods = [m for m in EVALUATED if m in hello["methods_implemented"]]
+    transport = "https" if secure else "http"
+    server_hello: dict[str, Any] = {
+        "acs_version": config.ACS_VERSION,
+        "request_id": params["request_id"],
+        "negotiated_version": config.ACS_VERSION,
+        "methods_evaluated": methods,
+        "selected_transport": transport,
+        "signature_algorithms_supported": ["HMAC-SHA256"],
+        "timeout_config": {"default_ms": 5000},
+        "skew_window_ms": config.skew_window_ms(),
+        "policy_requires_provenance": False,
+    }
+    profiles = [p for p in ("acs-core", "acs-audit") if p in hello.get("profiles_supported", [])]
+    if profiles:
+        server_hello["profiles_accepted"] = profiles
+    return server_hello
+
+
+@transaction.atomic
+def step_evaluate(*, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Evaluate one step of an open, negotiated session and append it to the session's chain.
+
+    Returns the result body (unsigned), with the new ``chain_hash``. Raises AcsError: -32003
+    before ``handshake/hello``, -32000 on a sealed session, -32005 for a replay, -32007 when
+    ``metadata.session_state.chain_hash`` is not this session's newest hash (the runtime and this
+    Guardian disagree about the chain; nothing is appended).
+    """
+    session_id = params["metadata"]["session_id"].lower()
+    _take_write_lock(session_id)
+    session = _lock(session_id)
+    if session is None or session.hello_at is None:
+        raise AcsError(
+            CAPABILITY_NOT_NEGOTIATED,
+            f"capability not negotiated: send handshake/hello for session {session_id} first",
+        )
+    if session.state == ChainState.SEALED:
+        raise AcsError(SESSION_REFUSED, f"session refused: {session_id} is sealed")
+    _mark_seen(session, params)
+    claimed = (params["metadata"].get("session_state") or {}).get("chain_hash")
+    if claimed is not None and claimed != session.head_hash:
+        raise AcsError(
+            CHAIN_MISMATCH,
+            "chain mismatch: metadata.session_state.chain_hash is not this session's newest "
+            "chain hash",
+            {"chain_hash": session.head_hash or None},
+        )
+    payload = params["payload"]
+    if method == "steps/subagentStart":
+        verdict = _subagent_start(session, params, payload)
+    elif method == "steps/subagentStop":
+        verdict = _subagent_stop(session, params, payload)
+    elif method == "steps/sessionStart":
+        verdict = _session_start(session, payload)
+    else:
+        verdict = guardian.Verdict("allow", "Session ended; its chain is sealed.")
+    head = _append(session, method, params, verdict)
+    if method == "steps/sessionEnd":
+        session.state = ChainState.SEALED
+        session.sealed_hash = head
+        session.sealed_at = timezone.now()
+    session.save(update_fields=_STEP_FIELDS)
+    return {
+        "type": "final",
+        "acs_version": config.ACS_VERSION,
+        "request_id": params["request_id"],
+        "decision": verdict.decision,
+        "reasoning": verdict.reasoning,
+        "reason_codes": verdict.reason_codes,
+        "policy_references": ["disclosure-desk/acs/subagent-capability-subset"]
+        if method == "steps/subagentStart"
+        else [],
+        "policy_data": verdict.policy_data,
+        "chain_hash": head,
+    }
+
+
+def _append(
+    session: AcsSession, method: str, params: dict[str, Any], verdict: guardian.Verdict
+) -> str:
+    """Append the step's ContextEntry under the session's row lock; returns its entry_hash."""
+    position = session.entry_count + 1
+    entry = {
+        "entry_id": str(position),
+        "step_id": params["request_id"],
+        "step_type": method,
+        "timestamp": params["timestamp"],
+        "request_hash": chain.request_hash(params),
+        "decision": verdict.decision,
+    }
+    previous = session.head_hash or None
+    digest = chain.entry_hash(entry, previous)
+    AcsEntry.objects.create(
+        session=session,
+        position=position,
+        entry=entry,
+        previous_hash=previous or "",
+        entry_hash=digest,
+        step_type=method,
+        decision=verdict.decision,
+        reason_codes=verdict.reason_codes,
+    )
+    session.entry_count = position
+    session.head_hash = digest
+    return digest
+
+
+def _session_start(session: AcsSession, payload: dict[str, Any]) -> guardian.Verdict:
+    intent = payload.get("intent")
+    if intent is None:
+        return guardian.Verdict("allow", "Session started without an Intent.")
+    if session.intent_source == "spawn":
+        # A spawned child's intent was fixed by its parent's subagentStart; it cannot widen
+        # itself afterwards by reporting another one.
+        return guardian.Verdict(
+            "allow",
+            "Session started; its Intent was already fixed when its parent spawned it.",
+            ["intent_fixed_at_spawn"],
+        )
+    session.intent = intent
+    session.intent_source = "session_start"
+    return guardian.Verdict("allow", "Session started; its Intent is recorded.")
+
+
+def _subagent_start(
+    parent: AcsSession, params: dict[str, Any], payload: dict[str, Any]
+) -> guardian.Verdict:
+    child_id = payload["subagent_session_id"].lower()
+    request_id = params["request_id"]
+    if payload["parent_session_id"].lower() != parent.session_id:
+        verdict = guardian.Verdict(
+            "deny",
+            "parent_session_id does not name the session this request is made in.",
+            ["parent_session_mismatch"],
+            {"parent_session_id": payload["parent_session_id"]},
+        )
+    elif child_id == parent.session_id:
+        verdict = guardian.Verdict(
+            "deny",
+            "A session cannot spawn itself.",
+            ["subagent_is_parent"],
+            {"subagent_session_id": payload["subagent_session_id"]},
+        )
+    else:
+        verdict = guardian.evaluate_spawn(payload, parent.intent)
+    if child_id == parent.session_id:
+        return verdict
+    spawn: dict[str, Any] = {
+        "parent": parent,
+        "spawn_request_id": request_id,
+        "spawn_decision": verdict.decision,
+        "spawn_reason_codes": verdict.reason_codes,
+        "intent_derivation": payload["intent_derivation"],
+        "descriptor": payload.get("subagent_descriptor") or {},
+    }
+    if verdict.decision == "allow":
+        spawn.update(intent=verdict.effective_intent, intent_source="spawn")
+    # The usual case is a child this service has not heard of: recorded in one insert, with no
+    # read before it. A child already known (it said hello first, or a repeated spawn) fails the
+    # unique constraint; then its row is locked and updated.
+    try:
+        with transaction.atomic():
+            child = AcsSession.objects.create(session_id=child_id, **spawn)
+    except IntegrityError:
+        child = _lock(child_id)
+        assert child is not None
+    else:
+        _lineage_apply(child)
+        return verdict
+    if child.parent_id is not None and child.parent_id != parent.id:
+        _anomaly(
+            parent,
+            "subagent_already_spawned",
+            f"{child_id} was already spawned by {child.parent.session_id}; its lineage keeps "
+            "that parent.",
+            child=child_id,
+            request_id=request_id,
+        )
+        return verdict
+    if _would_cycle(parent, child):
+        _anomaly(
+            parent,
+            "lineage_cycle",
+            f"{child_id} is an ancestor of {parent.session_id}; the spawn is not recorded in "
+            "the lineage.",
+            child=child_id,
+            request_id=request_id,
+        )
+        return verdict
+    if child.spawn_request_id:
+        _anomaly(
+            parent,
+            "duplicate_spawn",
+            f"{child_id} was already spawned (request {child.spawn_request_id}); the newest "
+            "decision is recorded.",
+            child=child_id,
+            request_id=request_id,
+        )
+    for name, value in spawn.items():
+        setattr(child, name, value)
+    child.save()
+    _lineage_apply(child)
+    return verdict
+
+
+def _would_cycle(parent: AcsSession, child: AcsSession) -> bool:
+    current: AcsSession | None = parent
+    for _ in range(64):
+        if current is None:
+            return False
+        if current.pk == child.pk:
+            return True
+        current = current.parent
+    return True
+
+
+def _subagent_stop(
+    parent: AcsSession, params: dict[str, Any], payload: dict[str, Any]
+) -> guardian.Verdict:
+    """Always allow; record the stop and every anomaly (with a reason code) on the parent."""
+    child_id = payload["subagent_session_id"].lower()
+    outcome = payload["outcome"]
+    final = payload["final_chain_hash"]
+    request_id = params["request_id"]
+    found: list[AcsAnomaly] = []
+
+    def anomaly(code: str, detail: str) -> None:
+        found.append(_anomaly(parent, code, detail, child=child_id, request_id=request_id))
+
+    child = _lock(child_id)
+    if child is None or child.parent_id != parent.id or not child.spawn_request_id:
+        anomaly(
+            "stop_without_start",
+            f"subagentStop for {child_id} (outcome {outcome}), which this session never "
+            "reported starting.",
+        )
+    else:
+        if child.stopped_at is not None:
+            anomaly("duplicate_stop", f"{child_id} was already reported stopped ({child.outcome}).")
+        if outcome == "denied_at_spawn" and child.spawn_decision == "allow":
+            anomaly(
+                "denied_at_spawn_mismatch",
+                f"The stop says denied_at_spawn, but the start of {child_id} was allowed.",
+            )
+        elif outcome != "denied_at_spawn" and child.spawn_decision == "deny":
+            anomaly(
+                "denied_at_spawn_mismatch",
+                f"The start of {child_id} was denied, but the stop reports outcome {outcome}.",
+            )
+        seen_here = child.sealed_hash or child.head_hash
+        if child.hello_at is not None and seen_here and final != seen_here:
+            what = "sealed chain" if child.sealed_hash else "chain (not sealed yet)"
+            anomaly(
+                "final_chain_hash_mismatch",
+                f"final_chain_hash {final} differs from {child_id}'s {what} here, {seen_here}.",
+            )
+        summary = payload.get("summary")
+        child.stopped_at = timezone.now()
+        child.outcome = outcome
+        child.final_chain_hash = final
+        child.step_count = payload.get("subagent_step_count")
+        child.summary_provenance = None if summary is None else summary["provenance"]
+        child.summary_trust = guardian.summary_trust(summary)
+        child.save()
+    codes = [a.code for a in found]
+    reasoning = (
+        "Recorded (audit only). Anomalies: " + " ".join(a.detail for a in found)
+        if found
+        else "Recorded (audit only)."
+    )
+    return guardian.Verdict("allow", reasoning, codes, {"anomalies": codes} if codes else {})

@@ -1,0 +1,112 @@
+"""RFC 8785 canonical JSON, the per-session HKDF key, and HMAC-SHA256 envelope signatures.
+
+Signed input is the UTF-8 JCS of the whole envelope with its signature member removed; a request
+carries the signature at ``params.signature``, a response at ``result.signature`` or
+``error.signature``. The key of a session is HKDF-SHA256(ikm=deployment secret, salt=none,
+info=UTF-8 session_id, 32 bytes), so a child session's key differs from its parent's.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+from functools import lru_cache
+from typing import Any
+
+import rfc8785
+
+ALGORITHM = "HMAC-SHA256"
+
+
+def canonical(value: Any) -> bytes:
+    """RFC 8785 bytes of a JSON value. Raises ``rfc8785.CanonicalizationError`` (a ValueError
+    subclass) for values JSON cannot carry exactly, such as integers beyond 2**53."""
+    return rfc8785.dumps(value)
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def hkdf_sha256(ikm: bytes, info: bytes, length: int = 32) -> bytes:
+    """RFC 5869 HKDF with SHA-256 and no salt (a salt of HashLen zero bytes)."""
+    prk = hmac.new(b"\x00" * hashlib.sha256().digest_size, ikm, hashlib.sha256).digest()
+    okm, block, counter = b"", b"", 1
+    while len(okm) < length:
+        block = hmac.new(prk, block + info + bytes([counter]), hashlib.sha256).digest()
+        okm += block
+        counter += 1
+    return okm[:length]
+
+
+@lru_cache(maxsize=4096)
+def session_key(secret: bytes, session_id: str) -> bytes:
+    """The session's 32-byte key. Cached: a pure function of its arguments."""
+    return hkdf_sha256(secret, session_id.encode("utf-8"))
+
+
+def mac(key: bytes, unsigned_envelope: dict[str, Any]) -> str:
+    """Base64 HMAC-SHA256 of the envelope's JCS bytes (the envelope must hold no signature)."""
+    return base64.b64encode(
+        hmac.new(key, canonical(unsigned_envelope), hashlib.sha256).digest()
+    ).decode()
+
+
+def request_signature_valid(key: bytes, envelope: dict[str, Any], key_id: str) -> bool:
+    """Whether ``params.signature`` is a valid HMAC-SHA256 by ``key`` under ``key_id``.
+
+    Compares in constant time. Never raises for a malformed signature member: it is just invalid.
+    """
+    params = envelope.get("params")
+    if not isinstance(params, dict):
+        return False
+    signature = params.get("signature")
+    if not isinstance(signature, dict):
+        return False
+    if signature.get("algorithm") != ALGORITHM or signature.get("key_id") != key_id:
+        return False
+    value = signature.get("value")
+    if not isinstance(value, str):
+        return False
+    unsigned = dict(envelope)
+    unsigned["params"] = {k: v for k, v in params.items() if k != "signature"}
+    try:
+        expected = mac(key, unsigned)
+    except ValueError:
+        return False
+    return hmac.compare_digest(expected.encode(), value.encode())
+
+
+def sign_request(key: bytes, envelope: dict[str, Any], key_id: str) -> dict[str, Any]:
+    """A copy of ``envelope`` with ``params.signature`` set (for clients, tests and the bench)."""
+    params = {k: v for k, v in envelope["params"].items() if k != "signature"}
+    unsigned = {**envelope, "params": params}
+    value = mac(key, unsigned)
+    return {**unsigned, "params": {**params, "signature": _member(value, key_id)}}
+
+
+def sign_response(key: bytes, envelope: dict[str, Any], key_id: str) -> dict[str, Any]:
+    """``envelope`` (a JSON-RPC response) with ``result.signature`` or ``error.signature`` set."""
+    member = "result" if "result" in envelope else "error"
+    body = {k: v for k, v in envelope[member].items() if k != "signature"}
+    unsigned = {**envelope, member: body}
+    value = mac(key, unsigned)
+    return {**unsigned, member: {**body, "signature": _member(value, key_id)}}
+
+
+def response_signature_valid(key: bytes, envelope: dict[str, Any], key_id: str) -> bool:
+    """Whether a response's signature verifies: what a client does with our answers."""
+    member = "result" if "result" in envelope else "error"
+    body = envelope.get(member)
+    if not isinstance(body, dict) or not isinstance(body.get("signature"), dict):
+        return False
+    signature = body["signature"]
+    if signature.get("algorithm") != ALGORITHM or signature.get("key_id") != key_id:
+        return False
+    unsigned = {**envelope, member: {k: v for k, v in body.items() if k != "signature"}}
+    return hmac.compare_digest(mac(key, unsigned).encode(), str(signature.get("value")).encode())
+
+
+def _member(value: str, key_id: str) -> dict[str, str]:
+    return {"algorithm": ALGORITHM, "value": value, "key_id": key_id}
