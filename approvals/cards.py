@@ -190,7 +190,12 @@ def schedule_reroute() -> None:
     transaction.on_commit(cards_reroute_undelivered)
 
 
-@transaction.atomic
+_STUCK = Q(
+    state=CardState.OPEN,
+    undeliverable__in=[Undeliverable.ROUTING_ERROR, Undeliverable.NO_HUMAN_CHANNEL],
+)
+
+
 def cards_reroute_undelivered() -> int:
     """Route again the open cards whose lineage was broken or had no human channel.
 
@@ -198,11 +203,19 @@ def cards_reroute_undelivered() -> int:
     mirrored before its parent session; once the session arrives its cards find their way.
     Returns how many cards became deliverable.
     """
+    # Every new session (each ACS spawn included) calls this after its commit, and usually no
+    # card is stuck: then one indexed EXISTS, without a transaction or row locks. It sees the
+    # same committed cards the locking query below would, so it skips only when that query
+    # would have found nothing; cards committed later are covered as before (schedule_reroute).
+    if not Card.objects.filter(_STUCK).exists():
+        return 0
+    return _reroute_stuck()
+
+
+@transaction.atomic
+def _reroute_stuck() -> int:
     rerouted = 0
-    stuck = Card.objects.select_for_update().filter(
-        state=CardState.OPEN,
-        undeliverable__in=[Undeliverable.ROUTING_ERROR, Undeliverable.NO_HUMAN_CHANNEL],
-    )
+    stuck = Card.objects.select_for_update().filter(_STUCK)
     for card in stuck:
         _route(card)
         if not card.undeliverable and not card.approvers.exists():

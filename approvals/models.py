@@ -177,6 +177,8 @@ class Card(models.Model):
         ]
         indexes = [
             models.Index(fields=["state", "expires_at"]),
+            # cards_reroute_undelivered's EXISTS, run after every new session.
+            models.Index(fields=["state", "undeliverable"]),
             models.Index(fields=["route_channel_namespace", "route_channel_name"]),
             models.Index(fields=["request_ref"]),
         ]

@@ -7,6 +7,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from delegations import rows as row_sql
 from delegations.models import AgentSession, Channel, Origin, PlatformObject, SubagentRequest
 from delegations.signals import (
     agent_session_changed,
@@ -64,6 +65,33 @@ def object_apply(
     announced (see ``announce``).
     """
     return _apply(kind, obj, origin)[0]
+
+
+def agent_session_create_if_absent(
+    *, namespace: str, name: str, spec: dict[str, Any], origin: str
+) -> AgentSession | None:
+    """Create a new AgentSession held here (``origin`` in DATABASE or ACS) in one statement and
+    announce it; None, writing nothing, when a session of that name already exists (the caller
+    then uses ``object_apply``, which updates it under its rules).
+
+    The same row and announcement ``object_apply`` makes for a new object, without its read
+    first and its savepoint: for callers that usually create. Precondition: inside a
+    transaction (receivers queue their work on commit). Raises ObjectInvalid like
+    ``object_apply``, before anything is written.
+    """
+    assert origin in _HELD_HERE, origin
+    clean = validate_object(
+        "AgentSession", {"metadata": {"namespace": namespace, "name": name}, "spec": spec}
+    )
+    row = AgentSession(
+        namespace=namespace, name=name, origin=origin, spec=clean.get("spec", {}), labels={}
+    )
+    row.status = clean["status"]
+    row.copy_columns()
+    if not row_sql.insert_if_absent(row, unique=("namespace", "name")):
+        return None
+    announce(row, None)
+    return row
 
 
 def object_mirror(kind: str, obj: dict[str, Any]) -> bool:

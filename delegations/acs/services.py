@@ -16,6 +16,7 @@ from typing import Any
 from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
+from delegations import rows as row_sql
 from delegations import services as platform_services
 from delegations.acs import chain, config, guardian
 from delegations.acs.models import AcsAnomaly, AcsEntry, AcsSeen, AcsSession, ChainState
@@ -33,22 +34,31 @@ from delegations.models import AgentSession, Origin
 log = logging.getLogger(__name__)
 
 EVALUATED = (*STEPS,)
-# What a step may change on its own session's row (the rest is the spawn and stop records,
-# written on the child's row).
-_STEP_FIELDS = [
-    "entry_count",
-    "head_hash",
-    "intent",
-    "intent_source",
-    "state",
-    "sealed_hash",
-    "sealed_at",
-]
 
 
 def _lock(session_id: str) -> AcsSession | None:
     rows = AcsSession.objects.select_for_update().filter(session_id=session_id.lower()).order_by()
     return next(iter(rows[:1]), None)
+
+
+# What a step reads of its own session, with the lock, in the step's first statement (other
+# fields load on access).
+_STEP_READS = [
+    "session_id",
+    "hello_at",
+    "state",
+    "head_hash",
+    "entry_count",
+    "intent",
+    "intent_source",
+]
+
+
+def _lock_for_step(session_id: str) -> AcsSession | None:
+    """The session's row for a step, locked in one statement: ``SELECT … FOR UPDATE`` on
+    PostgreSQL; on SQLite an ``UPDATE … RETURNING`` that also takes the write lock (see
+    ``_take_write_lock`` for why a SQLite step must begin with a write)."""
+    return row_sql.lock_one(AcsSession, _STEP_READS, where="session_id", value=session_id)
 
 
 def _take_write_lock(session_id: str) -> None:
@@ -85,7 +95,8 @@ def _mark_seen(session: AcsSession, params: dict[str, Any]) -> None:
     try:
         # The unique constraint, not a read before the insert, is what refuses the second of two
         # concurrent copies. The caller's transaction is rolled back by the AcsError.
-        AcsSeen.objects.bulk_create(seen)
+        for row in seen:
+            row_sql.insert(row)
     except IntegrityError:
         what = "request_id or nonce" if len(seen) > 1 else "request_id"
         raise AcsError(
@@ -93,21 +104,32 @@ def _mark_seen(session: AcsSession, params: dict[str, Any]) -> None:
         ) from None
 
 
-def _lineage_apply(session: AcsSession) -> None:
+def _lineage_apply(session: AcsSession, *, parent: AcsSession | None = None) -> None:
     """Mirror the session as an AgentSession (origin=acs) in ACS_NAMESPACE; a child's
-    ``spec.parent`` is its parent's, a root reads ACS_ROOT_CHANNEL when one is configured."""
+    ``spec.parent`` is its parent's, a root reads ACS_ROOT_CHANNEL when one is configured.
+    ``parent``: the session's parent row when the caller holds it (saves reading it again)."""
     spec: dict[str, Any] = {}
-    if session.parent is not None:
-        spec["parent"] = {"namespace": config.namespace(), "name": session.parent.session_id}
+    parent = parent or session.parent
+    if parent is not None:
+        spec["parent"] = {"namespace": config.namespace(), "name": parent.session_id}
     else:
         channel = config.root_channel()
         if channel:
             spec["inputChannel"] = channel
-    platform_services.object_apply(
-        "AgentSession",
-        {"metadata": {"namespace": config.namespace(), "name": session.session_id}, "spec": spec},
-        origin=Origin.ACS,
+    # Usually the session is new to the lineage: one insert. One already there (e.g. a child that
+    # said hello before its spawn was reported) is updated by object_apply under its rules.
+    created = platform_services.agent_session_create_if_absent(
+        namespace=config.namespace(), name=session.session_id, spec=spec, origin=Origin.ACS
     )
+    if created is None:
+        platform_services.object_apply(
+            "AgentSession",
+            {
+                "metadata": {"namespace": config.namespace(), "name": session.session_id},
+                "spec": spec,
+            },
+            origin=Origin.ACS,
+        )
 
 
 def lineage_session(session: AcsSession) -> AgentSession | None:
@@ -181,8 +203,7 @@ def step_evaluate(*, method: str, params: dict[str, Any]) -> dict[str, Any]:
     Guardian disagree about the chain; nothing is appended).
     """
     session_id = params["metadata"]["session_id"].lower()
-    _take_write_lock(session_id)
-    session = _lock(session_id)
+    session = _lock_for_step(session_id)
     if session is None or session.hello_at is None:
         raise AcsError(
             CAPABILITY_NOT_NEGOTIATED,
@@ -191,6 +212,7 @@ def step_evaluate(*, method: str, params: dict[str, Any]) -> dict[str, Any]:
     if session.state == ChainState.SEALED:
         raise AcsError(SESSION_REFUSED, f"session refused: {session_id} is sealed")
     _mark_seen(session, params)
+    intent_before = (session.intent, session.intent_source)
     claimed = (params["metadata"].get("session_state") or {}).get("chain_hash")
     if claimed is not None and claimed != session.head_hash:
         raise AcsError(
@@ -209,11 +231,15 @@ def step_evaluate(*, method: str, params: dict[str, Any]) -> dict[str, Any]:
     else:
         verdict = guardian.Verdict("allow", "Session ended; its chain is sealed.")
     head = _append(session, method, params, verdict)
+    changed = ["entry_count", "head_hash"]
+    if (session.intent, session.intent_source) != intent_before:
+        changed += ["intent", "intent_source"]
     if method == "steps/sessionEnd":
         session.state = ChainState.SEALED
         session.sealed_hash = head
         session.sealed_at = timezone.now()
-    session.save(update_fields=_STEP_FIELDS)
+        changed += ["state", "sealed_hash", "sealed_at"]
+    row_sql.update(session, changed)
     return {
         "type": "final",
         "acs_version": config.ACS_VERSION,
@@ -244,15 +270,17 @@ def _append(
     }
     previous = session.head_hash or None
     digest = chain.entry_hash(entry, previous)
-    AcsEntry.objects.create(
-        session=session,
-        position=position,
-        entry=entry,
-        previous_hash=previous or "",
-        entry_hash=digest,
-        step_type=method,
-        decision=verdict.decision,
-        reason_codes=verdict.reason_codes,
+    row_sql.insert(
+        AcsEntry(
+            session=session,
+            position=position,
+            entry=entry,
+            previous_hash=previous or "",
+            entry_hash=digest,
+            step_type=method,
+            decision=verdict.decision,
+            reason_codes=verdict.reason_codes,
+        )
     )
     session.entry_count = position
     session.head_hash = digest
@@ -310,17 +338,14 @@ def _subagent_start(
     if verdict.decision == "allow":
         spawn.update(intent=verdict.effective_intent, intent_source="spawn")
     # The usual case is a child this service has not heard of: recorded in one insert, with no
-    # read before it. A child already known (it said hello first, or a repeated spawn) fails the
-    # unique constraint; then its row is locked and updated.
-    try:
-        with transaction.atomic():
-            child = AcsSession.objects.create(session_id=child_id, **spawn)
-    except IntegrityError:
-        child = _lock(child_id)
-        assert child is not None
-    else:
-        _lineage_apply(child)
+    # read before it. A child already known (it said hello first, or a repeated spawn) meets the
+    # unique constraint and nothing is inserted; then its row is locked and updated.
+    child = AcsSession(session_id=child_id, **spawn)
+    if row_sql.insert_if_absent(child, unique=("session_id",)):
+        _lineage_apply(child, parent=parent)
         return verdict
+    child = _lock(child_id)
+    assert child is not None
     if child.parent_id is not None and child.parent_id != parent.id:
         _anomaly(
             parent,

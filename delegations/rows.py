@@ -1,0 +1,130 @@
+"""One-statement reads and writes of model rows, for the hot path of ``POST /acs``.
+
+Each function is exactly one SQL statement, with the values prepared by the model's own fields
+(so JSON, dates and defaults behave as in ``save()`` on SQLite and PostgreSQL alike) and the
+columns taken from the model (so a new field needs no change here). They skip the ORM's query
+building, which costs more than the statements themselves on SQLite, and the savepoints that
+``create()`` inside ``atomic()`` would add. Everything else should keep using the ORM.
+
+Preconditions: called inside a transaction; rows have an auto ``id`` primary key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+from typing import Any, TypeVar
+
+from django.db import DEFAULT_DB_ALIAS, connections, models
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+M = TypeVar("M", bound=models.Model)
+
+
+def _connection() -> BaseDatabaseWrapper:
+    # The wrapper itself: each attribute read through django.db.connection is a thread-local
+    # lookup, and these functions make dozens.
+    return connections[DEFAULT_DB_ALIAS]
+
+
+def _quote(name: str) -> str:
+    return _connection().ops.quote_name(name)
+
+
+@cache
+def _insert_plan(
+    model: type[models.Model], suffix: str, vendor: str
+) -> tuple[str, list[models.Field]]:
+    """The INSERT statement of ``model`` and the fields whose values it takes, built once per
+    process (``vendor`` is part of the key because quoting differs)."""
+    meta = model._meta
+    fields = [f for f in meta.concrete_fields if not f.primary_key]
+    columns = ", ".join(_quote(f.column) for f in fields)
+    marks = ", ".join(["%s"] * len(fields))
+    table, pk = _quote(meta.db_table), _quote(meta.pk.column)
+    sql = f"INSERT INTO {table} ({columns}) VALUES ({marks}) {suffix} RETURNING {pk}"  # noqa: S608  (identifiers from the model, values as parameters)
+    return sql, fields
+
+
+def _insert_sql(row: models.Model, suffix: str) -> tuple[str, list[Any]]:
+    connection = _connection()
+    sql, fields = _insert_plan(type(row), suffix, connection.vendor)
+    return sql, [f.get_db_prep_save(f.pre_save(row, add=True), connection) for f in fields]
+
+
+def insert(row: models.Model) -> None:
+    """INSERT ``row`` (a new instance) and set its primary key. Raises IntegrityError."""
+    sql, values = _insert_sql(row, "")
+    with _connection().cursor() as cursor:
+        cursor.execute(sql, values)
+        row.pk = cursor.fetchone()[0]
+    row._state.adding = False
+
+
+def insert_if_absent(row: models.Model, *, unique: Sequence[str]) -> bool:
+    """INSERT ``row`` unless a row with the same values of the ``unique`` fields (the exact
+    fields of a unique constraint) exists; True, with the primary key set, when it was inserted.
+
+    ``ON CONFLICT … DO NOTHING`` rather than a savepoint around a failing insert: the statement
+    does not fail, so the caller's transaction stays usable on PostgreSQL without a savepoint.
+    A concurrent inserter of the same key is waited for, then counts as existing.
+    """
+    columns = ", ".join(_quote(row._meta.get_field(name).column) for name in unique)
+    sql, values = _insert_sql(row, f"ON CONFLICT ({columns}) DO NOTHING")
+    with _connection().cursor() as cursor:
+        cursor.execute(sql, values)
+        found = cursor.fetchone()
+    if found is None:
+        return False
+    row.pk = found[0]
+    row._state.adding = False
+    return True
+
+
+def update(row: models.Model, fields: Sequence[str]) -> None:
+    """UPDATE only ``fields`` of ``row`` (by primary key), as ``save(update_fields=…)`` does but
+    without reading back or sending signals (none are connected to these models)."""
+    connection = _connection()
+    meta = row._meta
+    targets = [meta.get_field(name) for name in fields]
+    assignments = ", ".join(f"{_quote(f.column)} = %s" for f in targets)
+    values = [f.get_db_prep_save(f.pre_save(row, add=False), connection) for f in targets]
+    sql = f"UPDATE {_quote(meta.db_table)} SET {assignments} WHERE {_quote(meta.pk.column)} = %s"  # noqa: S608  (identifiers from the model, values as parameters)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*values, row.pk])
+
+
+def lock_one(model: type[M], fields: Sequence[str], *, where: str, value: Any) -> M | None:
+    """The row whose ``where`` field equals ``value``, locked for the rest of the transaction,
+    with only ``fields`` loaded (others load on access); None when there is none.
+
+    PostgreSQL: ``SELECT … FOR UPDATE``. SQLite has no row locks and a transaction that reads
+    first cannot upgrade to writing once another connection has committed (WAL snapshot), so
+    there the statement is a no-op ``UPDATE … RETURNING``: it takes the database's write lock
+    (waiting for it under the busy timeout) and reads the row in the same statement.
+    """
+    connection = _connection()
+    meta = model._meta
+    # In the model's field order: from_db() matches values to fields in that order.
+    wanted = {meta.pk.name, *fields}
+    loaded = [f for f in meta.concrete_fields if f.name in wanted]
+    selected = ", ".join(_quote(f.column) for f in loaded)
+    table, key = _quote(meta.db_table), _quote(meta.get_field(where).column)
+    if connection.vendor == "sqlite":
+        sql = f"UPDATE {table} SET {key} = {key} WHERE {key} = %s RETURNING {selected}"  # noqa: S608  (identifiers from the model, values as parameters)
+    else:
+        sql = f"SELECT {selected} FROM {table} WHERE {key} = %s FOR UPDATE"  # noqa: S608  (identifiers from the model, values as parameters)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [value])
+        found = cursor.fetchone()
+    if found is None:
+        return None
+    values = []
+    for field, raw in zip(loaded, found, strict=True):
+        column = field.get_col(meta.db_table)
+        for converter in connection.ops.get_db_converters(column) + field.get_db_converters(
+            connection
+        ):
+            raw = converter(raw, column, connection)
+        values.append(raw)
+    return model.from_db(connection.alias, [f.attname for f in loaded], values)
