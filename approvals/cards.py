@@ -6,7 +6,7 @@ import logging
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -22,6 +22,7 @@ from approvals.models import (
     Undeliverable,
 )
 from approvals.notify import notify_card
+from delegations import rows as row_sql
 from delegations.lineage import DatabaseSessionReader, RoutingError, SessionRef, route_prompt
 from delegations.models import SubagentRequest
 from delegations.platform import (
@@ -196,6 +197,10 @@ _STUCK = Q(
 )
 
 
+def _stuck_cards() -> QuerySet[Card]:
+    return Card.objects.filter(_STUCK)
+
+
 def cards_reroute_undelivered() -> int:
     """Route again the open cards whose lineage was broken or had no human channel.
 
@@ -207,7 +212,7 @@ def cards_reroute_undelivered() -> int:
     # card is stuck: then one indexed EXISTS, without a transaction or row locks. It sees the
     # same committed cards the locking query below would, so it skips only when that query
     # would have found nothing; cards committed later are covered as before (schedule_reroute).
-    if not Card.objects.filter(_STUCK).exists():
+    if not row_sql.exists(_stuck_cards):
         return 0
     return _reroute_stuck()
 
@@ -215,7 +220,7 @@ def cards_reroute_undelivered() -> int:
 @transaction.atomic
 def _reroute_stuck() -> int:
     rerouted = 0
-    stuck = Card.objects.select_for_update().filter(_STUCK)
+    stuck = _stuck_cards().select_for_update()
     for card in stuck:
         _route(card)
         if not card.undeliverable and not card.approvers.exists():

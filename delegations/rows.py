@@ -6,17 +6,18 @@ columns taken from the model (so a new field needs no change here). They skip th
 building, which costs more than the statements themselves on SQLite, and the savepoints that
 ``create()`` inside ``atomic()`` would add. Everything else should keep using the ORM.
 
-Preconditions: called inside a transaction; rows have an auto ``id`` primary key.
+Preconditions: writes are called inside a transaction; rows have an auto ``id`` primary key.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import QuerySet
 
 M = TypeVar("M", bound=models.Model)
 
@@ -128,3 +129,18 @@ def lock_one(model: type[M], fields: Sequence[str], *, where: str, value: Any) -
             raw = converter(raw, column, connection)
         values.append(raw)
     return model.from_db(connection.alias, [f.attname for f in loaded], values)
+
+
+@cache
+def _exists_sql(build: Callable[[], QuerySet], vendor: str) -> tuple[str, tuple[Any, ...]]:
+    return build().order_by().values_list("pk")[:1].query.sql_with_params()
+
+
+def exists(build: Callable[[], QuerySet]) -> bool:
+    """Whether the queryset ``build()`` returns has a row. ``build`` must return the same query
+    every time (no arguments, constant filters): it is compiled once per process, and each call
+    then costs only the statement."""
+    sql, params = _exists_sql(build, _connection().vendor)
+    with _connection().cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone() is not None
