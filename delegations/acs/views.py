@@ -56,7 +56,7 @@ def _check_envelope(envelope: Any) -> tuple[str, dict[str, Any]]:
         raise AcsError(INVALID_REQUEST, "invalid request: batches are not supported")
     if not isinstance(envelope, dict):
         raise AcsError(INVALID_REQUEST, "invalid request: the body must be a JSON-RPC object")
-    found = schemas.problems(schemas.envelope_validator(), envelope, "")
+    found = schemas.check(schemas.ENVELOPE, envelope, "")
     outer = [p for p in found if not p.path.startswith("params.")]
     if outer:
         raise AcsError(INVALID_REQUEST, f"invalid request: {outer[0]}", {"path": outer[0].path})
@@ -144,7 +144,7 @@ def _handle(request: HttpRequest, envelope_box: list[Any]) -> dict[str, Any]:
         raise AcsError(SIGNATURE_INVALID, "signature invalid")
     _check_time(params)
     payload = params["payload"]
-    found = schemas.problems(schemas.payload_validators()[method], payload, "params.payload")
+    found = schemas.check(method, payload, "params.payload")
     if found:
         raise AcsError(INVALID_PARAMS, f"invalid params: {found[0]}", {"path": found[0].path})
     nul = _nul_path(params, "params")
