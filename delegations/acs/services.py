@@ -147,13 +147,17 @@ def _anomaly(
     )
 
 
-@transaction.atomic
 def session_hello(*, params: dict[str, Any], hello: dict[str, Any], secure: bool) -> dict[str, Any]:
     """``handshake/hello``: open (or re-open before any step) a session; returns ServerHello.
 
     Raises AcsError: -32001 when the client speaks no version this Guardian does, -32000 for a
     sealed session, -32005 for a replayed request_id or nonce.
     """
+    with row_sql.writer_turn(), transaction.atomic():
+        return _session_hello(params, hello, secure)
+
+
+def _session_hello(params: dict[str, Any], hello: dict[str, Any], secure: bool) -> dict[str, Any]:
     if config.ACS_VERSION not in hello["acs_versions_supported"]:
         raise AcsError(
             UNSUPPORTED_VERSION,
@@ -193,7 +197,6 @@ def session_hello(*, params: dict[str, Any], hello: dict[str, Any], secure: bool
     return server_hello
 
 
-@transaction.atomic
 def step_evaluate(*, method: str, params: dict[str, Any]) -> dict[str, Any]:
     """Evaluate one step of an open, negotiated session and append it to the session's chain.
 
@@ -202,6 +205,13 @@ def step_evaluate(*, method: str, params: dict[str, Any]) -> dict[str, Any]:
     ``metadata.session_state.chain_hash`` is not this session's newest hash (the runtime and this
     Guardian disagree about the chain; nothing is appended).
     """
+    # Hashed before the transaction (it depends only on the request), so locks are held shorter.
+    digest = chain.request_hash(params)
+    with row_sql.writer_turn(), transaction.atomic():
+        return _step_evaluate(method, params, digest)
+
+
+def _step_evaluate(method: str, params: dict[str, Any], request_hash: str) -> dict[str, Any]:
     session_id = params["metadata"]["session_id"].lower()
     session = _lock_for_step(session_id)
     if session is None or session.hello_at is None:
@@ -230,7 +240,7 @@ def step_evaluate(*, method: str, params: dict[str, Any]) -> dict[str, Any]:
         verdict = _session_start(session, payload)
     else:
         verdict = guardian.Verdict("allow", "Session ended; its chain is sealed.")
-    head = _append(session, method, params, verdict)
+    head = _append(session, method, params, request_hash, verdict)
     changed = ["entry_count", "head_hash"]
     if (session.intent, session.intent_source) != intent_before:
         changed += ["intent", "intent_source"]
@@ -256,7 +266,11 @@ def step_evaluate(*, method: str, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def _append(
-    session: AcsSession, method: str, params: dict[str, Any], verdict: guardian.Verdict
+    session: AcsSession,
+    method: str,
+    params: dict[str, Any],
+    request_hash: str,
+    verdict: guardian.Verdict,
 ) -> str:
     """Append the step's ContextEntry under the session's row lock; returns its entry_hash."""
     position = session.entry_count + 1
@@ -265,7 +279,7 @@ def _append(
         "step_id": params["request_id"],
         "step_type": method,
         "timestamp": params["timestamp"],
-        "request_hash": chain.request_hash(params),
+        "request_hash": request_hash,
         "decision": verdict.decision,
     }
     previous = session.head_hash or None
