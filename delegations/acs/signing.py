@@ -12,6 +12,7 @@ import base64
 import hashlib
 import hmac
 from functools import lru_cache
+from json.encoder import encode_basestring as _escape  # type: ignore[attr-defined]
 from typing import Any
 
 import rfc8785
@@ -21,8 +22,80 @@ ALGORITHM = "HMAC-SHA256"
 
 def canonical(value: Any) -> bytes:
     """RFC 8785 bytes of a JSON value. Raises ``rfc8785.CanonicalizationError`` (a ValueError
-    subclass) for values JSON cannot carry exactly, such as integers beyond 2**53."""
-    return rfc8785.dumps(value)
+    subclass) for values JSON cannot carry exactly, such as integers beyond 2**53.
+
+    Exactly ``rfc8785.dumps``, faster: it runs three or four times per request, and the library
+    escapes strings with a regular expression in Python. Values made of what a JSON body decodes
+    to (str, int within the safe domain, bool, None, list, dict with str keys) are written with
+    the C string escaper of ``json``, which escapes exactly the characters RFC 8785 §3.2.2.2
+    does, the same way; anything else (floats, big integers, other types) is left to the
+    library, which then formats or refuses it. ``tests/acs/test_canonical.py`` holds the two
+    to the same bytes.
+    """
+    out: list[str] = []
+    try:
+        _write(value, out)
+        text = "".join(out)
+    except _Unusual:
+        return rfc8785.dumps(value)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate
+        raise rfc8785.CanonicalizationError("input contains non-UTF-8 codepoints") from exc
+
+
+class _Unusual(Exception):
+    """A value the fast path leaves to the library."""
+
+
+_INT_MAX = 2**53 - 1
+
+
+def _write(value: Any, out: list[str]) -> None:
+    kind = type(value)
+    if kind is str:
+        out.append(_escape(value))
+    elif kind is dict:
+        if not value:
+            out.append("{}")
+            return
+        keys = list(value)
+        if not all(type(k) is str and k.isascii() for k in keys):
+            # RFC 8785 orders keys by UTF-16 code units, not code points, and refuses non-str
+            # keys: the library's business.
+            raise _Unusual
+        keys.sort()
+        sep = "{"
+        for key in keys:
+            out.append(sep)
+            out.append(_escape(key))
+            out.append(":")
+            _write(value[key], out)
+            sep = ","
+        out.append("}")
+    elif kind is list:
+        if not value:
+            out.append("[]")
+            return
+        sep = "["
+        for item in value:
+            out.append(sep)
+            _write(item, out)
+            sep = ","
+        out.append("]")
+    elif kind is int:
+        if -_INT_MAX <= value <= _INT_MAX:
+            out.append(str(value))
+        else:
+            raise _Unusual
+    elif value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    else:
+        raise _Unusual
 
 
 def sha256_hex(data: bytes) -> str:
