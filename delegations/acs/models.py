@@ -65,7 +65,11 @@ class AcsSession(models.Model):
 class AcsEntry(models.Model):
     """One ContextEntry of a session's chain; ``position`` counts from 1 without gaps."""
 
-    session = models.ForeignKey(AcsSession, on_delete=models.CASCADE, related_name="entries")
+    # No index of its own: the unique (session, position) index serves lookups by session, and
+    # one index fewer to write on every step.
+    session = models.ForeignKey(
+        AcsSession, on_delete=models.CASCADE, related_name="entries", db_index=False
+    )
     position = models.PositiveIntegerField()
     entry = models.JSONField()  # exactly the hashed members: no hashes, no nulls
     previous_hash = models.CharField(max_length=64, blank=True)
@@ -90,7 +94,10 @@ class AcsEntry(models.Model):
 class AcsSeen(models.Model):
     """A request_id or nonce already used in a session: inserting it again is the replay."""
 
-    session = models.ForeignKey(AcsSession, on_delete=models.CASCADE, related_name="seen")
+    # No index of its own: the unique (session, kind, value) index serves lookups by session.
+    session = models.ForeignKey(
+        AcsSession, on_delete=models.CASCADE, related_name="seen", db_index=False
+    )
     kind = models.CharField(max_length=10)  # request_id | nonce
     value = models.CharField(max_length=64)
     created_at = models.DateTimeField(auto_now_add=True)
