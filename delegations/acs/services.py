@@ -207,7 +207,10 @@ def step_evaluate(*, method: str, params: dict[str, Any]) -> dict[str, Any]:
     """
     # Hashed before the transaction (it depends only on the request), so locks are held shorter.
     digest = chain.request_hash(params)
-    with row_sql.writer_turn(), transaction.atomic():
+    with row_sql.writer_turn() as release, transaction.atomic():
+        # The first hook after the commit, ahead of those the step queues (the reroute check,
+        # which only reads): the next writer need not wait for them.
+        transaction.on_commit(release)
         return _step_evaluate(method, params, digest)
 
 

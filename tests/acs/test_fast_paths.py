@@ -160,3 +160,43 @@ def test_writers_on_a_sqlite_file_take_turns(tmp_path, monkeypatch):
     for thread in threads:
         thread.join(10)
     assert order == ["first in", "first out", "second in"]
+
+
+def test_a_writer_that_released_early_lets_the_next_one_in_before_it_leaves(tmp_path, monkeypatch):
+    monkeypatch.setattr(rows, "_lock_path", lambda: str(tmp_path / "db.sqlite3.writers"))
+    order: list[str] = []
+    released = threading.Event()
+
+    def first() -> None:
+        with rows.writer_turn() as release:
+            release()
+            released.set()
+            time.sleep(0.2)  # the second gets in while the first is still inside
+            order.append("first out")
+
+    def second() -> None:
+        released.wait(10)
+        with rows.writer_turn():
+            order.append("second in")
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert order == ["second in", "first out"]
+
+
+def test_rows_prepare_insert_values_as_the_fields_do(db):
+    row = AcsSession(
+        session_id="e" * 36,
+        agent_id="agent",
+        intent={"raw": "x", "parsed": []},
+        entry_count=3,
+        descriptor={"agent_id": "r"},
+        spawn_reason_codes=["a"],
+    )
+    _, values = rows._insert_sql(row, "")  # sets created_at, as an insert does
+    fields = [f for f in AcsSession._meta.concrete_fields if not f.primary_key]
+    expected = [f.get_db_prep_save(getattr(row, f.attname), connection) for f in fields]
+    assert [str(v) for v in values] == [str(v) for v in expected]
