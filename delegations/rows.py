@@ -111,14 +111,17 @@ def update(row: models.Model, fields: Sequence[str]) -> None:
         cursor.execute(sql, [*values, row.pk])
 
 
-def lock_one(model: type[M], fields: Sequence[str], *, where: str, value: Any) -> M | None:
+def lock_one(
+    model: type[M], fields: Sequence[str], *, where: str, value: Any, touch: str
+) -> M | None:
     """The row whose ``where`` field equals ``value``, locked for the rest of the transaction,
     with only ``fields`` loaded (others load on access); None when there is none.
 
     PostgreSQL: ``SELECT … FOR UPDATE``. SQLite has no row locks and a transaction that reads
     first cannot upgrade to writing once another connection has committed (WAL snapshot), so
-    there the statement is a no-op ``UPDATE … RETURNING``: it takes the database's write lock
-    (waiting for it under the busy timeout) and reads the row in the same statement.
+    there the statement is a no-op ``UPDATE … SET touch = touch … RETURNING``: it takes the
+    database's write lock (waiting for it under the busy timeout) and reads the row in the same
+    statement. ``touch`` must be a column no index covers, or SQLite rewrites the index entry.
     """
     connection = _connection()
     meta = model._meta
@@ -128,7 +131,8 @@ def lock_one(model: type[M], fields: Sequence[str], *, where: str, value: Any) -
     selected = ", ".join(_quote(f.column) for f in loaded)
     table, key = _quote(meta.db_table), _quote(meta.get_field(where).column)
     if connection.vendor == "sqlite":
-        sql = f"UPDATE {table} SET {key} = {key} WHERE {key} = %s RETURNING {selected}"  # noqa: S608  (identifiers from the model, values as parameters)
+        same = _quote(meta.get_field(touch).column)
+        sql = f"UPDATE {table} SET {same} = {same} WHERE {key} = %s RETURNING {selected}"  # noqa: S608  (identifiers from the model, values as parameters)
     else:
         sql = f"SELECT {selected} FROM {table} WHERE {key} = %s FOR UPDATE"  # noqa: S608  (identifiers from the model, values as parameters)
     with connection.cursor() as cursor:

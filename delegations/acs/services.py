@@ -58,7 +58,9 @@ def _lock_for_step(session_id: str) -> AcsSession | None:
     """The session's row for a step, locked in one statement: ``SELECT … FOR UPDATE`` on
     PostgreSQL; on SQLite an ``UPDATE … RETURNING`` that also takes the write lock (see
     ``_take_write_lock`` for why a SQLite step must begin with a write)."""
-    return row_sql.lock_one(AcsSession, _STEP_READS, where="session_id", value=session_id)
+    return row_sql.lock_one(
+        AcsSession, _STEP_READS, where="session_id", value=session_id, touch="entry_count"
+    )
 
 
 def _take_write_lock(session_id: str) -> None:

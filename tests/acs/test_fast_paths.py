@@ -111,9 +111,15 @@ def test_rows_lock_one_loads_typed_values_and_defers_the_rest(db):
     with transaction.atomic():
         rows.insert(AcsSession(session_id="b" * 36, intent={"raw": "x"}, agent_id="agent"))
         found = rows.lock_one(
-            AcsSession, ["intent", "created_at"], where="session_id", value="b" * 36
+            AcsSession,
+            ["intent", "created_at"],
+            where="session_id",
+            value="b" * 36,
+            touch="entry_count",
         )
-        missing = rows.lock_one(AcsSession, ["intent"], where="session_id", value="c" * 36)
+        missing = rows.lock_one(
+            AcsSession, ["intent"], where="session_id", value="c" * 36, touch="entry_count"
+        )
     assert missing is None
     assert found is not None
     assert found.intent == {"raw": "x"}
