@@ -30,14 +30,13 @@ def card_group(card_id: int) -> str:
     return f"card.{card_id}"
 
 
-def people_concerned(card: Card) -> set[str]:
+def people_concerned(card_id: int, channel_namespace: str, channel_name: str) -> set[str]:
     """Approvers of the card and watchers of the channel it was routed to."""
-    people = set(CardApprover.objects.filter(card=card).values_list("email", flat=True))
-    if card.route_channel_name:
+    people = set(CardApprover.objects.filter(card_id=card_id).values_list("email", flat=True))
+    if channel_name:
         people |= set(
             ChannelWatcher.objects.filter(
-                channel_namespace=card.route_channel_namespace,
-                channel_name=card.route_channel_name,
+                channel_namespace=channel_namespace, channel_name=channel_name
             ).values_list("email", flat=True)
         )
     return people
@@ -51,17 +50,22 @@ def publish_card_event(card: Card, event: str) -> None:
         "card": card.pk,
         "state": card.state,
     }
-    groups = [card_group(card.pk)]
-    if not card.undeliverable:
-        groups += [reviewer_group(email) for email in sorted(people_concerned(card))]
-    transaction.on_commit(lambda: _send(groups, message))
+    # Who is concerned is looked up after commit, not here: it reads only committed rows
+    # (approvers, channel watchers), so it is no part of the change, and what was queued
+    # before it (a decision's status write) is not held up by it.
+    card_id = card.pk
+    route = None if card.undeliverable else (card.route_channel_namespace, card.route_channel_name)
+    transaction.on_commit(lambda: _send(card_id, route, message))
 
 
-def _send(groups: list[str], message: dict[str, Any]) -> None:
+def _send(card_id: int, route: tuple[str, str] | None, message: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
     try:
+        groups = [card_group(card_id)]
+        if route is not None:
+            groups += [reviewer_group(email) for email in sorted(people_concerned(card_id, *route))]
         for group in groups:
             async_to_sync(layer.group_send)(group, message)
     except Exception as exc:  # the change is committed; only the push is lost

@@ -80,9 +80,10 @@ def main() -> None:
         adapter.replace_status("SubagentRequest", obj)
         bare.append(time.perf_counter() - began)
 
-    # The clock stops when the PUT that carries the decision returns: the status is written.
+    # The clock stops when the write that carries the decision returns (the optimistic merge
+    # patch, or the PUT after a read when the mirror was behind): the status is written.
     store = get_store()
-    real_replace = store.replace_status
+    real_replace, real_patch = store.replace_status, store.patch_status
     written_at: list[float] = []
 
     def timed_replace(kind: str, obj: dict) -> dict:
@@ -91,7 +92,13 @@ def main() -> None:
             written_at.append(time.perf_counter())
         return result
 
-    store.replace_status = timed_replace
+    def timed_patch(kind: str, namespace: str, name: str, **options) -> dict:
+        result = real_patch(kind, namespace, name, **options)
+        if kind == "SubagentRequest":
+            written_at.append(time.perf_counter())
+        return result
+
+    store.replace_status, store.patch_status = timed_replace, timed_patch
     alice = Identity("alice@example.com")
     decided = []
     for i in range(args.decisions):

@@ -295,10 +295,12 @@ def test_a_decision_on_a_request_that_vanished_is_kept_and_the_card_says_it_is_g
 ):
     subagent_request("r")
 
-    def gone(self, kind, namespace, name):
+    def gone(self, kind, namespace, name, **_write):
         raise NotFound("gone")
 
+    # Gone for every access: the read-append-write and the optimistic patch from the mirror.
     monkeypatch.setattr(DatabaseStore, "read", gone)
+    monkeypatch.setattr(DatabaseStore, "patch_status", gone)
     result = decide(card_for("r"))
     assert result.applied
     decision = Decision.objects.get()
