@@ -10,7 +10,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from approvals.authorizer import SourcesUnknown, get_authorizer
-from approvals.events import publish_card_event
+from approvals.events import publish_card_event, publish_card_events
 from approvals.models import (
     AuditAction,
     AuditEntry,
@@ -20,7 +20,7 @@ from approvals.models import (
     Category,
     Undeliverable,
 )
-from approvals.notify import notify_card
+from approvals.notify import SubscriberLookup, notify_card
 from delegations.lineage import DatabaseSessionReader, RoutingError, SessionRef, route_prompt
 from delegations.models import SubagentRequest
 from delegations.platform import (
@@ -80,6 +80,39 @@ def cards_affected(before: tuple[dict, dict], after: tuple[dict, dict]) -> bool:
     )
 
 
+class RaiseBatch:
+    """Lookups shared by the cards raised in one transaction, and the work done once for all.
+
+    A watch batch can raise hundreds of cards for requests of the same sessions and tags: each
+    session is read once (lineage walks), each tag's sources and owners are asked once, the
+    subscribers once, the approvers of every card are inserted in one statement, and the live
+    pushes for all of them go out together after commit.
+    """
+
+    def __init__(self) -> None:
+        self.sessions = DatabaseSessionReader()
+        self.tags: dict[str, tuple[list[str], set[str]]] = {}
+        self.subscribers = SubscriberLookup()
+        self.approvers: list[CardApprover] = []
+        self.raised: list[Card] = []
+
+    def sources_and_owners(self, tag_id: str) -> tuple[list[str], set[str]]:
+        """The tag's source resources ([] when unknown) and their owners, asked once."""
+        if tag_id not in self.tags:
+            authorizer = get_authorizer()
+            try:
+                self.tags[tag_id] = (authorizer.source_resources(tag_id), authorizer.owners(tag_id))
+            except SourcesUnknown:
+                self.tags[tag_id] = ([], set())
+        sources, owners = self.tags[tag_id]
+        return list(sources), set(owners)
+
+    def finish(self) -> None:
+        CardApprover.objects.bulk_create(self.approvers)
+        publish_card_events(self.raised, "raised")
+        self.approvers, self.raised = [], []
+
+
 @transaction.atomic
 def cards_sync_for_request(request: SubagentRequest) -> None:
     """Make the request's cards match its status; idempotent, safe to call on every change.
@@ -88,15 +121,30 @@ def cards_sync_for_request(request: SubagentRequest) -> None:
     longer pending: approved or denied when the decision is in the status (taken elsewhere),
     expired once the window has passed or the operator gave up, otherwise resolved.
     """
+    cards_sync_for_requests([request])
+
+
+@transaction.atomic
+def cards_sync_for_requests(requests: list[SubagentRequest]) -> None:
+    """``cards_sync_for_request`` for many distinct requests at once (a mirrored watch batch):
+    their cards are read in one query and the cards raised share one RaiseBatch."""
+    existing: dict[str, dict[tuple[str, str], Card]] = {}
+    for card in Card.objects.select_for_update().filter(
+        category=Category.DATA_SLOT_DISCLOSURE, request_uid__in=[r.uid for r in requests]
+    ):
+        existing.setdefault(card.request_uid, {})[(card.slot, card.tag_id)] = card
+    batch = RaiseBatch()
+    for request in requests:
+        _sync_one(request, existing.get(request.uid, {}), batch)
+    batch.finish()
+
+
+def _sync_one(
+    request: SubagentRequest, existing: dict[tuple[str, str], Card], batch: RaiseBatch
+) -> None:
     wanted = _open_slots(request)
-    existing = {
-        (card.slot, card.tag_id): card
-        for card in Card.objects.select_for_update().filter(
-            category=Category.DATA_SLOT_DISCLOSURE, request_uid=request.uid
-        )
-    }
     for slot, tag_id in sorted(wanted - existing.keys()):
-        card_raise_disclosure(request=request, slot=slot, tag_id=tag_id)
+        card_raise_disclosure(request=request, slot=slot, tag_id=tag_id, batch=batch)
     status = request.status
     for key, card in existing.items():
         if not card.is_open or key in wanted:
@@ -151,7 +199,7 @@ def card_close(*, card: Card, state: str, detail: str) -> bool:
     return bool(closed)
 
 
-def _route(card: Card) -> None:
+def _route(card: Card, sessions: DatabaseSessionReader | None = None) -> None:
     """Fill the card's route from the asking session's lineage, or mark it undeliverable."""
     card.undeliverable = card.undeliverable_detail = ""
     card.asking_chain = []
@@ -159,7 +207,7 @@ def _route(card: Card) -> None:
     card.route_owner_namespace = card.route_owner_name = ""
     asking = SessionRef(card.session_namespace, card.session_name)
     try:
-        route = route_prompt(asking, DatabaseSessionReader())
+        route = route_prompt(asking, sessions or DatabaseSessionReader())
     except RoutingError as exc:
         card.undeliverable, card.undeliverable_detail = Undeliverable.ROUTING_ERROR, str(exc)
         return
@@ -216,14 +264,19 @@ def cards_reroute_undelivered() -> int:
     return rerouted
 
 
-def card_raise_disclosure(*, request: SubagentRequest, slot: str, tag_id: str) -> Card:
+def card_raise_disclosure(
+    *, request: SubagentRequest, slot: str, tag_id: str, batch: RaiseBatch | None = None
+) -> Card:
     """Raise the card for one pending slot, routed up the lineage from the request's parent.
 
-    Precondition: runs inside cards_sync_for_request's transaction. A card nobody can receive
-    (no human channel, a broken lineage, no owner of the data's source) is still stored, marked
-    undeliverable, logged as a warning and listed for operators; it is never sent to an agent
-    channel, and it simply expires.
+    Precondition: runs inside cards_sync_for_request's transaction; with ``batch``, its
+    ``finish()`` runs before that transaction commits (it inserts the card's approvers). A card
+    nobody can receive (no human channel, a broken lineage, no owner of the data's source) is
+    still stored, marked undeliverable, logged as a warning and listed for operators; it is
+    never sent to an agent channel, and it simply expires.
     """
+    own_batch = batch is None
+    batch = batch or RaiseBatch()
     spec = request.spec
     parent = SessionRef(request.parent_namespace, request.parent_name)
     requested_at = _disclosure_requested_at(request)
@@ -247,14 +300,8 @@ def card_raise_disclosure(*, request: SubagentRequest, slot: str, tag_id: str) -
         actions=DISCLOSURE_ACTIONS,
         expires_at=requested_at + DECISION_WINDOW,
     )
-    _route(card)
-    owners: set[str] = set()
-    authorizer = get_authorizer()
-    try:
-        card.source_resources = authorizer.source_resources(tag_id)
-        owners = authorizer.owners(tag_id)
-    except SourcesUnknown:
-        card.source_resources = []
+    _route(card, batch.sessions)
+    card.source_resources, owners = batch.sources_and_owners(tag_id)
     if not owners and not card.undeliverable:
         card.undeliverable = Undeliverable.NO_APPROVERS
         card.undeliverable_detail = "The data has no recorded source, or its sources no owner."
@@ -266,11 +313,11 @@ def card_raise_disclosure(*, request: SubagentRequest, slot: str, tag_id: str) -
         return Card.objects.get(
             category=card.category, request_uid=card.request_uid, slot=slot, tag_id=tag_id
         )
-    CardApprover.objects.bulk_create([CardApprover(card=card, email=e) for e in sorted(owners)])
+    batch.approvers += [CardApprover(card=card, email=e) for e in sorted(owners)]
     if not card.undeliverable:
         schedule_pending_interaction_sync(card.pk)
-        publish_card_event(card, "raised")
-        notify_card(card, "raised")
+        batch.raised.append(card)
+        notify_card(card, "raised", subscribers=batch.subscribers)
     else:
         if card.undeliverable == Undeliverable.ROUTING_ERROR:
             schedule_reroute()
@@ -290,4 +337,6 @@ def card_raise_disclosure(*, request: SubagentRequest, slot: str, tag_id: str) -
             outcome=card.undeliverable,
             detail=card.undeliverable_detail,
         )
+    if own_batch:
+        batch.finish()
     return card

@@ -177,8 +177,9 @@ def _decide(
         )
     # Gate 2: the card exists and is open. The request's mirror comes along: its
     # resourceVersion and status let the status write skip a read (approvals.delivery).
-    card = Card.objects.select_related("request").filter(pk=card_id).first()
-    if card is None:
+    try:
+        card = Card.objects.select_related("request").get(pk=card_id)
+    except Card.DoesNotExist:
         return _refused(Refusal.ALREADY_RESOLVED, "There is no such request to decide.", None)
     if not card.is_open:
         return _closed_card_refusal(card)

@@ -12,6 +12,7 @@ from delegations.signals import (
     agent_session_changed,
     subagent_request_changed,
     subagent_request_deleted,
+    subagent_requests_changed,
 )
 from delegations.validation import ObjectInvalid, validate_object
 
@@ -35,6 +36,9 @@ def _newer(stored_version: str, event_version: str) -> bool:
 
 def model_for(kind: str) -> type[PlatformObject]:
     return _MODELS[kind]
+
+
+Change = tuple[PlatformObject, tuple[dict, dict] | None]
 
 
 def announce(row: PlatformObject, previous: tuple[dict, dict] | None = None) -> None:
@@ -76,7 +80,8 @@ def objects_mirror_batch(kind: str, objs: list[dict[str, Any]]) -> list[ObjectIn
     Precondition: inside a transaction, at most one object per (namespace, name). Same rules as
     ``object_mirror``: replays are dropped (without validating them); an object the CRD would
     not admit is skipped, nothing of it written, and returned for the caller to report. Changed
-    rows are announced after the bulk update.
+    rows are announced after the bulk update; changed SubagentRequests in one
+    ``subagent_requests_changed`` for the whole batch.
     """
     model = _MODELS[kind]
     names = {o["metadata"].get("name") for o in objs}
@@ -108,15 +113,20 @@ def objects_mirror_batch(kind: str, objs: list[dict[str, Any]]) -> list[ObjectIn
         row.generation = int(metadata.get("generation") or row.generation)
         row.copy_columns()
         updated.append((row, previous))
+    changes: list[Change] = list(updated)
     if updated:
         _update_rows(model, [row for row, _ in updated])
-        for row, previous in updated:
-            announce(row, previous)
     for obj in slow:
         try:
-            _apply(kind, obj, Origin.KUBERNETES)
+            _apply(kind, obj, Origin.KUBERNETES, changes=changes)
         except ObjectInvalid as exc:  # raised before anything of it was written
             invalid.append(exc)
+    if model is SubagentRequest:
+        if changes:
+            subagent_requests_changed.send(sender=SubagentRequest, changes=changes)
+    else:
+        for row, previous in changes:
+            announce(row, previous)
     return invalid
 
 
@@ -144,7 +154,11 @@ def _update_rows(model: type[PlatformObject], rows: list[PlatformObject]) -> Non
         cursor.executemany(sql, params)
 
 
-def _apply(kind: str, obj: dict[str, Any], origin: str) -> tuple[PlatformObject, bool]:
+def _apply(
+    kind: str, obj: dict[str, Any], origin: str, *, changes: list[Change] | None = None
+) -> tuple[PlatformObject, bool]:
+    """The one-object write behind object_apply and object_mirror. With ``changes`` a changed
+    row is appended there for the caller to announce, instead of announced here."""
     clean = validate_object(kind, obj)
     metadata = obj["metadata"]
     model = _MODELS[kind]
@@ -188,7 +202,10 @@ def _apply(kind: str, obj: dict[str, Any], origin: str) -> tuple[PlatformObject,
         row.generation = int(metadata.get("generation") or row.generation)
     row.spec, row.status, row.labels = spec, clean["status"], labels
     row.save()
-    announce(row, previous)
+    if changes is None:
+        announce(row, previous)
+    else:
+        changes.append((row, previous))
     return row, True
 
 
