@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from delegations.models import AgentSession, Channel, Origin, PlatformObject, SubagentRequest
@@ -75,7 +75,7 @@ def object_mirror(kind: str, obj: dict[str, Any]) -> bool:
 
 
 def objects_mirror_batch(kind: str, objs: list[dict[str, Any]]) -> list[ObjectInvalid]:
-    """Mirror many objects read from a cluster in two queries plus one per new object.
+    """Mirror many objects read from a cluster in three queries (read, update, insert).
 
     Precondition: inside a transaction, at most one object per (namespace, name). Same rules as
     ``object_mirror``: replays are dropped (without validating them); an object the CRD would
@@ -90,11 +90,19 @@ def objects_mirror_batch(kind: str, objs: list[dict[str, Any]]) -> list[ObjectIn
         for row in model.objects.select_for_update().filter(name__in=names)
     }
     updated: list[tuple[PlatformObject, tuple[dict, dict]]] = []
+    created: list[tuple[dict[str, Any], PlatformObject]] = []
     slow: list[dict[str, Any]] = []
     invalid: list[ObjectInvalid] = []
     for obj in objs:
         metadata = obj.get("metadata") or {}
         row = rows.get((metadata.get("namespace"), metadata.get("name")))
+        if row is None and metadata.get("namespace") and metadata.get("name"):
+            try:
+                clean = validate_object(kind, obj)
+                created.append((obj, _new_row(model, obj, clean, Origin.KUBERNETES)))
+            except ObjectInvalid as exc:
+                invalid.append(exc)
+            continue
         if row is None or row.uid != metadata.get("uid"):
             slow.append(obj)
             continue
@@ -116,6 +124,16 @@ def objects_mirror_batch(kind: str, objs: list[dict[str, Any]]) -> list[ObjectIn
     changes: list[Change] = list(updated)
     if updated:
         _update_rows(model, [row for row, _ in updated])
+    if created:
+        try:
+            # One INSERT for the objects new to the mirror. A row that appeared meanwhile (only
+            # another writer of the mirror could add one) fails the whole statement, inside a
+            # savepoint: then each object takes the one-by-one path, which handles it.
+            with transaction.atomic():
+                model.objects.bulk_create([row for _, row in created])
+            changes += [(row, None) for _, row in created]
+        except IntegrityError:
+            slow += [obj for obj, _ in created]
     for obj in slow:
         try:
             _apply(kind, obj, Origin.KUBERNETES, changes=changes)
@@ -207,6 +225,29 @@ def _apply(
     else:
         changes.append((row, previous))
     return row, True
+
+
+def _new_row(
+    model: type[PlatformObject], obj: dict[str, Any], clean: dict[str, Any], origin: str
+) -> PlatformObject:
+    """The unsaved row for an object new to the mirror, as ``_apply`` would store it."""
+    metadata = obj["metadata"]
+    row = model(
+        namespace=metadata["namespace"],
+        name=metadata["name"],
+        origin=origin,
+        spec=clean.get("spec", {}),
+        status=clean["status"],
+        labels=metadata.get("labels") or {},
+    )
+    if metadata.get("uid"):
+        row.uid = metadata["uid"]
+    version = str(metadata.get("resourceVersion", ""))
+    if origin != Origin.DATABASE and version:
+        row.resource_version = version
+        row.generation = int(metadata.get("generation") or row.generation)
+    row.copy_columns()  # bulk_create does not call save(), which would
+    return row
 
 
 def _delete_row(row: PlatformObject) -> None:
