@@ -85,16 +85,15 @@ class RaiseBatch:
 
     A watch batch can raise hundreds of cards for requests of the same sessions and tags: each
     session is read once (lineage walks), each tag's sources and owners are asked once, the
-    subscribers once, the approvers of every card are inserted in one statement, and the live
-    pushes for all of them go out together after commit.
+    subscribers once, the cards and their approvers are inserted in one statement each, and the
+    live pushes for all of them go out together after commit.
     """
 
     def __init__(self) -> None:
         self.sessions = DatabaseSessionReader()
         self.tags: dict[str, tuple[list[str], set[str]]] = {}
         self.subscribers = SubscriberLookup()
-        self.approvers: list[CardApprover] = []
-        self.raised: list[Card] = []
+        self.pending: list[tuple[Card, set[str], SubagentRequest]] = []
 
     def sources_and_owners(self, tag_id: str) -> tuple[list[str], set[str]]:
         """The tag's source resources ([] when unknown) and their owners, asked once."""
@@ -108,9 +107,36 @@ class RaiseBatch:
         return list(sources), set(owners)
 
     def finish(self) -> None:
-        CardApprover.objects.bulk_create(self.approvers)
-        publish_card_events(self.raised, "raised")
-        self.approvers, self.raised = [], []
+        """Insert the cards built so far, their approvers, and announce them."""
+        pending, self.pending = self.pending, []
+        if not pending:
+            return
+        try:
+            with transaction.atomic():
+                Card.objects.bulk_create([card for card, _, _ in pending])
+            inserted = pending
+        except IntegrityError:
+            inserted = [item for item in pending if _insert_one(item[0])]
+        CardApprover.objects.bulk_create(
+            [
+                CardApprover(card=card, email=e)
+                for card, owners, _ in inserted
+                for e in sorted(owners)
+            ]
+        )
+        for card, _, request in inserted:
+            _announce_raised(card, request, self.subscribers)
+        publish_card_events([card for card, _, _ in inserted if not card.undeliverable], "raised")
+
+
+def _insert_one(card: Card) -> bool:
+    try:
+        with transaction.atomic():
+            card.save()
+    except IntegrityError:
+        # Another process raised the same card between our read and this insert.
+        return False
+    return True
 
 
 @transaction.atomic
@@ -266,14 +292,15 @@ def cards_reroute_undelivered() -> int:
 
 def card_raise_disclosure(
     *, request: SubagentRequest, slot: str, tag_id: str, batch: RaiseBatch | None = None
-) -> Card:
+) -> None:
     """Raise the card for one pending slot, routed up the lineage from the request's parent.
 
-    Precondition: runs inside cards_sync_for_request's transaction; with ``batch``, its
-    ``finish()`` runs before that transaction commits (it inserts the card's approvers). A card
-    nobody can receive (no human channel, a broken lineage, no owner of the data's source) is
-    still stored, marked undeliverable, logged as a warning and listed for operators; it is
-    never sent to an agent channel, and it simply expires.
+    Precondition: runs inside cards_sync_for_request's transaction. With ``batch`` the card is
+    only built here, and stored and announced by ``batch.finish()``, which must run before that
+    transaction commits. A card another process raised meanwhile is left to it. A card nobody
+    can receive (no human channel, a broken lineage, no owner of the data's source) is still
+    stored, marked undeliverable, logged as a warning and listed for operators; it is never sent
+    to an agent channel, and it simply expires.
     """
     own_batch = batch is None
     batch = batch or RaiseBatch()
@@ -305,38 +332,33 @@ def card_raise_disclosure(
     if not owners and not card.undeliverable:
         card.undeliverable = Undeliverable.NO_APPROVERS
         card.undeliverable_detail = "The data has no recorded source, or its sources no owner."
-    try:
-        with transaction.atomic():
-            card.save()
-    except IntegrityError:
-        # Another process raised the same card between our read and this insert.
-        return Card.objects.get(
-            category=card.category, request_uid=card.request_uid, slot=slot, tag_id=tag_id
-        )
-    batch.approvers += [CardApprover(card=card, email=e) for e in sorted(owners)]
-    if not card.undeliverable:
-        schedule_pending_interaction_sync(card.pk)
-        batch.raised.append(card)
-        notify_card(card, "raised", subscribers=batch.subscribers)
-    else:
-        if card.undeliverable == Undeliverable.ROUTING_ERROR:
-            schedule_reroute()
-        logger.warning(
-            "card %s for %s/%s not delivered: %s (%s)",
-            card.request_ref,
-            request.namespace,
-            request.name,
-            card.get_undeliverable_display(),
-            card.undeliverable_detail,
-        )
-        AuditEntry.objects.create(
-            action=AuditAction.UNDELIVERABLE,
-            card_id=card.pk,
-            request_ref=card.request_ref,
-            category=card.category,
-            outcome=card.undeliverable,
-            detail=card.undeliverable_detail,
-        )
+    batch.pending.append((card, owners, request))
     if own_batch:
         batch.finish()
-    return card
+
+
+def _announce_raised(card: Card, request: SubagentRequest, subscribers: SubscriberLookup) -> None:
+    """What follows a stored card: the session's entry, notifications (and the live push, by
+    the caller); or, for a card nobody can receive, the warning and the audit entry."""
+    if not card.undeliverable:
+        schedule_pending_interaction_sync(card.pk)
+        notify_card(card, "raised", subscribers=subscribers)
+        return
+    if card.undeliverable == Undeliverable.ROUTING_ERROR:
+        schedule_reroute()
+    logger.warning(
+        "card %s for %s/%s not delivered: %s (%s)",
+        card.request_ref,
+        request.namespace,
+        request.name,
+        card.get_undeliverable_display(),
+        card.undeliverable_detail,
+    )
+    AuditEntry.objects.create(
+        action=AuditAction.UNDELIVERABLE,
+        card_id=card.pk,
+        request_ref=card.request_ref,
+        category=card.category,
+        outcome=card.undeliverable,
+        detail=card.undeliverable_detail,
+    )
