@@ -126,7 +126,9 @@ class RaiseBatch:
         )
         for card, _, request in inserted:
             _announce_raised(card, request, self.subscribers)
-        publish_card_events([card for card, _, _ in inserted if not card.undeliverable], "raised")
+        delivered = [card for card, _, _ in inserted if not card.undeliverable]
+        schedule_pending_interaction_syncs([card.pk for card in delivered])
+        publish_card_events(delivered, "raised")
 
 
 def _insert_one(card: Card) -> bool:
@@ -200,6 +202,14 @@ def schedule_pending_interaction_sync(card_id: int) -> None:
     from approvals.tasks import sync_pending_interaction
 
     transaction.on_commit(lambda: sync_pending_interaction.delay(card_id))
+
+
+def schedule_pending_interaction_syncs(card_ids: list[int]) -> None:
+    """``schedule_pending_interaction_sync`` for many cards, as one task message."""
+    from approvals.tasks import sync_pending_interactions
+
+    if card_ids:
+        transaction.on_commit(lambda: sync_pending_interactions.delay(card_ids))
 
 
 def card_close(*, card: Card, state: str, detail: str) -> bool:
@@ -338,10 +348,10 @@ def card_raise_disclosure(
 
 
 def _announce_raised(card: Card, request: SubagentRequest, subscribers: SubscriberLookup) -> None:
-    """What follows a stored card: the session's entry, notifications (and the live push, by
-    the caller); or, for a card nobody can receive, the warning and the audit entry."""
+    """What follows a stored card: notifications (the session's entry and the live push are
+    queued by the caller, for all its cards at once); or, for a card nobody can receive, the
+    warning and the audit entry."""
     if not card.undeliverable:
-        schedule_pending_interaction_sync(card.pk)
         notify_card(card, "raised", subscribers=subscribers)
         return
     if card.undeliverable == Undeliverable.ROUTING_ERROR:
