@@ -13,6 +13,7 @@ from django.utils.dateparse import parse_datetime
 from approvals.cards import RaiseBatch, card_raise_disclosure
 from approvals.models import AuditEntry, Card, CardState, Undeliverable
 from delegations import services
+from delegations.models import SubagentRequest
 from tests import factories
 from tests.conftest import ALICE
 from tests.factories import card_for, request_object, subagent_request
@@ -271,3 +272,27 @@ def test_a_card_raised_meanwhile_by_another_process_is_left_to_it_and_the_rest_s
     for name in ("m-0", "m-1", "m-2"):
         (card,) = Card.objects.filter(request_name=name)
         assert list(card.approvers.values_list("email", flat=True)) == [ALICE]
+
+
+def test_an_object_mirrored_meanwhile_by_another_writer_sends_the_batch_one_by_one(
+    team, monkeypatch
+):
+    """The batch's multi-row INSERT meets a row that appeared after its read: it is rolled back
+    to its savepoint and each object takes the one-by-one path; nothing is lost or doubled."""
+    real_new_row = services._new_row
+    raced = []
+
+    def another_writer_first(model, obj, clean, origin):
+        if not raced:
+            raced.append(obj["metadata"]["name"])
+            services.object_mirror("SubagentRequest", obj)
+        return real_new_row(model, obj, clean, origin)
+
+    monkeypatch.setattr(services, "_new_row", another_writer_first)
+    mirror_batch([mirrored("n-0"), mirrored("n-1", parent="helper")])
+    assert raced == ["n-0"]
+    for name in ("n-0", "n-1"):
+        assert SubagentRequest.objects.filter(name=name).count() == 1
+        (card,) = Card.objects.filter(request_name=name)
+        assert card.request.uid == f"uid-{name}"
+    assert card_for("n-1").asking_chain[0] == {"ns": "team", "name": "helper"}
