@@ -29,6 +29,7 @@ from approvals.models import (
     DecisionChannel,
 )
 from approvals.notify import notify_card, notify_refusal
+from approvals.selectors import card_with_request
 
 logger = logging.getLogger(__name__)
 
@@ -177,9 +178,8 @@ def _decide(
         )
     # Gate 2: the card exists and is open. The request's mirror comes along: its
     # resourceVersion and status let the status write skip a read (approvals.delivery).
-    try:
-        card = Card.objects.select_related("request").get(pk=card_id)
-    except Card.DoesNotExist:
+    card = card_with_request(card_id)
+    if card is None:
         return _refused(Refusal.ALREADY_RESOLVED, "There is no such request to decide.", None)
     if not card.is_open:
         return _closed_card_refusal(card)
