@@ -296,3 +296,19 @@ def test_an_object_mirrored_meanwhile_by_another_writer_sends_the_batch_one_by_o
         (card,) = Card.objects.filter(request_name=name)
         assert card.request.uid == f"uid-{name}"
     assert card_for("n-1").asking_chain[0] == {"ns": "team", "name": "helper"}
+
+
+def test_a_first_list_is_mirrored_in_chunks_and_what_disappeared_is_removed(team, caplog):
+    from delegations.mirror import Mirror
+
+    mirror = Mirror("SubagentRequest", None)
+    mirror.replace_all([mirrored("l-0"), mirrored("gone")])
+    items = [mirrored(f"l-{i}") for i in range(5)] + [{"spec": {}}]
+    with caplog.at_level(logging.WARNING):
+        mirror.replace_all(items, chunk=2)
+    assert sorted(
+        SubagentRequest.objects.filter(origin="kubernetes").values_list("name", flat=True)
+    ) == [f"l-{i}" for i in range(5)]
+    assert Card.objects.filter(request_name__startswith="l-", state=CardState.OPEN).count() == 5
+    assert card_for("gone").state == CardState.RESOLVED
+    assert "would not admit" in caplog.text
