@@ -11,7 +11,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from approvals.authorizer import SourcesUnknown, get_authorizer
-from approvals.events import publish_card_event
+from approvals.events import publish_card_event, publish_card_events
 from approvals.models import (
     AuditAction,
     AuditEntry,
@@ -21,7 +21,7 @@ from approvals.models import (
     Category,
     Undeliverable,
 )
-from approvals.notify import notify_card
+from approvals.notify import SubscriberLookup, notify_card
 from delegations import rows as row_sql
 from delegations.lineage import DatabaseSessionReader, RoutingError, SessionRef, route_prompt
 from delegations.models import SubagentRequest
@@ -82,6 +82,67 @@ def cards_affected(before: tuple[dict, dict], after: tuple[dict, dict]) -> bool:
     )
 
 
+class RaiseBatch:
+    """Lookups shared by the cards raised in one transaction, and the work done once for all.
+
+    A watch batch can raise hundreds of cards for requests of the same sessions and tags: each
+    session is read once (lineage walks), each tag's sources and owners are asked once, the
+    subscribers once, the cards and their approvers are inserted in one statement each, and the
+    live pushes for all of them go out together after commit.
+    """
+
+    def __init__(self) -> None:
+        self.sessions = DatabaseSessionReader()
+        self.tags: dict[str, tuple[list[str], set[str]]] = {}
+        self.subscribers = SubscriberLookup()
+        self.pending: list[tuple[Card, set[str], SubagentRequest]] = []
+
+    def sources_and_owners(self, tag_id: str) -> tuple[list[str], set[str]]:
+        """The tag's source resources ([] when unknown) and their owners, asked once."""
+        if tag_id not in self.tags:
+            authorizer = get_authorizer()
+            try:
+                self.tags[tag_id] = (authorizer.source_resources(tag_id), authorizer.owners(tag_id))
+            except SourcesUnknown:
+                self.tags[tag_id] = ([], set())
+        sources, owners = self.tags[tag_id]
+        return list(sources), set(owners)
+
+    def finish(self) -> None:
+        """Insert the cards built so far, their approvers, and announce them."""
+        pending, self.pending = self.pending, []
+        if not pending:
+            return
+        try:
+            with transaction.atomic():
+                Card.objects.bulk_create([card for card, _, _ in pending])
+            inserted = pending
+        except IntegrityError:
+            inserted = [item for item in pending if _insert_one(item[0])]
+        CardApprover.objects.bulk_create(
+            [
+                CardApprover(card=card, email=e)
+                for card, owners, _ in inserted
+                for e in sorted(owners)
+            ]
+        )
+        for card, _, _ in inserted:
+            _announce_raised(card, self.subscribers)
+        delivered = [card for card, _, _ in inserted if not card.undeliverable]
+        schedule_pending_interaction_syncs([card.pk for card in delivered])
+        publish_card_events(delivered, "raised")
+
+
+def _insert_one(card: Card) -> bool:
+    try:
+        with transaction.atomic():
+            card.save()
+    except IntegrityError:
+        # Another process raised the same card between our read and this insert.
+        return False
+    return True
+
+
 @transaction.atomic
 def cards_sync_for_request(request: SubagentRequest) -> None:
     """Make the request's cards match its status; idempotent, safe to call on every change.
@@ -90,15 +151,30 @@ def cards_sync_for_request(request: SubagentRequest) -> None:
     longer pending: approved or denied when the decision is in the status (taken elsewhere),
     expired once the window has passed or the operator gave up, otherwise resolved.
     """
+    cards_sync_for_requests([request])
+
+
+@transaction.atomic
+def cards_sync_for_requests(requests: list[SubagentRequest]) -> None:
+    """``cards_sync_for_request`` for many distinct requests at once (a mirrored watch batch):
+    their cards are read in one query and the cards raised share one RaiseBatch."""
+    existing: dict[str, dict[tuple[str, str], Card]] = {}
+    for card in Card.objects.select_for_update().filter(
+        category=Category.DATA_SLOT_DISCLOSURE, request_uid__in=[r.uid for r in requests]
+    ):
+        existing.setdefault(card.request_uid, {})[(card.slot, card.tag_id)] = card
+    batch = RaiseBatch()
+    for request in requests:
+        _sync_one(request, existing.get(request.uid, {}), batch)
+    batch.finish()
+
+
+def _sync_one(
+    request: SubagentRequest, existing: dict[tuple[str, str], Card], batch: RaiseBatch
+) -> None:
     wanted = _open_slots(request)
-    existing = {
-        (card.slot, card.tag_id): card
-        for card in Card.objects.select_for_update().filter(
-            category=Category.DATA_SLOT_DISCLOSURE, request_uid=request.uid
-        )
-    }
     for slot, tag_id in sorted(wanted - existing.keys()):
-        card_raise_disclosure(request=request, slot=slot, tag_id=tag_id)
+        card_raise_disclosure(request=request, slot=slot, tag_id=tag_id, batch=batch)
     status = request.status
     for key, card in existing.items():
         if not card.is_open or key in wanted:
@@ -130,6 +206,14 @@ def schedule_pending_interaction_sync(card_id: int) -> None:
     transaction.on_commit(lambda: sync_pending_interaction.delay(card_id))
 
 
+def schedule_pending_interaction_syncs(card_ids: list[int]) -> None:
+    """``schedule_pending_interaction_sync`` for many cards, as one task message."""
+    from approvals.tasks import sync_pending_interactions
+
+    if card_ids:
+        transaction.on_commit(lambda: sync_pending_interactions.delay(card_ids))
+
+
 def card_close(*, card: Card, state: str, detail: str) -> bool:
     """Close an open card without a human decision. False when it was no longer open."""
     now = timezone.now()
@@ -153,7 +237,7 @@ def card_close(*, card: Card, state: str, detail: str) -> bool:
     return bool(closed)
 
 
-def _route(card: Card) -> None:
+def card_route(card: Card, sessions: DatabaseSessionReader | None = None) -> None:
     """Fill the card's route from the asking session's lineage, or mark it undeliverable."""
     card.undeliverable = card.undeliverable_detail = ""
     card.asking_chain = []
@@ -161,7 +245,7 @@ def _route(card: Card) -> None:
     card.route_owner_namespace = card.route_owner_name = ""
     asking = SessionRef(card.session_namespace, card.session_name)
     try:
-        route = route_prompt(asking, DatabaseSessionReader())
+        route = route_prompt(asking, sessions or DatabaseSessionReader())
     except RoutingError as exc:
         card.undeliverable, card.undeliverable_detail = Undeliverable.ROUTING_ERROR, str(exc)
         return
@@ -222,7 +306,7 @@ def _reroute_stuck() -> int:
     rerouted = 0
     stuck = _stuck_cards().select_for_update()
     for card in stuck:
-        _route(card)
+        card_route(card)
         if not card.undeliverable and not card.approvers.exists():
             card.undeliverable = Undeliverable.NO_APPROVERS
             card.undeliverable_detail = "The data has no recorded source, or its sources no owner."
@@ -235,14 +319,20 @@ def _reroute_stuck() -> int:
     return rerouted
 
 
-def card_raise_disclosure(*, request: SubagentRequest, slot: str, tag_id: str) -> Card:
+def card_raise_disclosure(
+    *, request: SubagentRequest, slot: str, tag_id: str, batch: RaiseBatch | None = None
+) -> None:
     """Raise the card for one pending slot, routed up the lineage from the request's parent.
 
-    Precondition: runs inside cards_sync_for_request's transaction. A card nobody can receive
-    (no human channel, a broken lineage, no owner of the data's source) is still stored, marked
-    undeliverable, logged as a warning and listed for operators; it is never sent to an agent
-    channel, and it simply expires.
+    Precondition: runs inside cards_sync_for_request's transaction. With ``batch`` the card is
+    only built here, and stored and announced by ``batch.finish()``, which must run before that
+    transaction commits. A card another process raised meanwhile is left to it. A card nobody
+    can receive (no human channel, a broken lineage, no owner of the data's source) is still
+    stored, marked undeliverable, logged as a warning and listed for operators; it is never sent
+    to an agent channel, and it simply expires.
     """
+    own_batch = batch is None
+    batch = batch or RaiseBatch()
     spec = request.spec
     parent = SessionRef(request.parent_namespace, request.parent_name)
     requested_at = _disclosure_requested_at(request)
@@ -266,44 +356,23 @@ def card_raise_disclosure(*, request: SubagentRequest, slot: str, tag_id: str) -
         actions=DISCLOSURE_ACTIONS,
         expires_at=requested_at + DECISION_WINDOW,
     )
-    _route(card)
-    owners: set[str] = set()
-    authorizer = get_authorizer()
-    try:
-        card.source_resources = authorizer.source_resources(tag_id)
-        owners = authorizer.owners(tag_id)
-    except SourcesUnknown:
-        card.source_resources = []
+    card_route(card, batch.sessions)
+    card.source_resources, owners = batch.sources_and_owners(tag_id)
     if not owners and not card.undeliverable:
         card.undeliverable = Undeliverable.NO_APPROVERS
         card.undeliverable_detail = "The data has no recorded source, or its sources no owner."
-    stored, _ = card_insert(
-        card=card,
-        owners=owners,
-        existing=Q(category=card.category, request_uid=card.request_uid, slot=slot, tag_id=tag_id),
-    )
-    return stored
+    batch.pending.append((card, owners, request))
+    if own_batch:
+        batch.finish()
 
 
-def card_insert(*, card: Card, owners: set[str], existing: Q) -> tuple[Card, bool]:
-    """Store a routed card with its approvers and announce it; (card, True) when inserted.
-
-    When another process stored the same card first (the unique constraint fires), the stored
-    card ``existing`` selects is returned with False and nothing is announced twice. A card
-    nobody can receive is logged as a warning, audited and listed for operators instead.
-    """
-    try:
-        with transaction.atomic():
-            card.save()
-    except IntegrityError:
-        # Another process raised the same card between our read and this insert.
-        return Card.objects.get(existing), False
-    CardApprover.objects.bulk_create([CardApprover(card=card, email=e) for e in sorted(owners)])
+def _announce_raised(card: Card, subscribers: SubscriberLookup) -> None:
+    """What follows a stored card: notifications (the session's entry and the live push are
+    queued by the caller, for all its cards at once); or, for a card nobody can receive, the
+    warning and the audit entry."""
     if not card.undeliverable:
-        schedule_pending_interaction_sync(card.pk)
-        publish_card_event(card, "raised")
-        notify_card(card, "raised")
-        return card, True
+        notify_card(card, "raised", subscribers=subscribers)
+        return
     if card.undeliverable == Undeliverable.ROUTING_ERROR:
         schedule_reroute()
     logger.warning(
@@ -321,4 +390,20 @@ def card_insert(*, card: Card, owners: set[str], existing: Q) -> tuple[Card, boo
         outcome=card.undeliverable,
         detail=card.undeliverable_detail,
     )
+
+
+def card_insert(*, card: Card, owners: set[str], existing: Q) -> tuple[Card, bool]:
+    """Store one routed card with its approvers and announce it; (card, True) when inserted.
+
+    For prompts raised one at a time (approvals.interaction_requests). When another process
+    stored the same card first (the unique constraint fires), the stored card ``existing``
+    selects is returned with False and nothing is announced twice.
+    """
+    if not _insert_one(card):
+        return Card.objects.get(existing), False
+    CardApprover.objects.bulk_create([CardApprover(card=card, email=e) for e in sorted(owners)])
+    _announce_raised(card, SubscriberLookup())
+    if not card.undeliverable:
+        schedule_pending_interaction_sync(card.pk)
+        publish_card_event(card, "raised")
     return card, True

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from approvals.authorizer import get_authorizer
 from approvals.cards import card_close, schedule_pending_interaction_sync
+from approvals.delivery import schedule_status_write
 from approvals.events import publish_card_event
 from approvals.identity import Identity
 from approvals.models import (
@@ -29,6 +30,7 @@ from approvals.models import (
     Delivery,
 )
 from approvals.notify import notify_card, notify_refusal
+from approvals.selectors import card_with_request
 
 logger = logging.getLogger(__name__)
 
@@ -179,8 +181,9 @@ def _decide(
             "Your account has no verified email address, so you cannot decide on data.",
             card_id,
         )
-    # Gate 2: the card exists and is open.
-    card = Card.objects.filter(pk=card_id).first()
+    # Gate 2: the card exists and is open. The request's mirror comes along: its
+    # resourceVersion and status let the status write skip a read (approvals.delivery).
+    card = card_with_request(card_id)
     if card is None:
         return _refused(Refusal.ALREADY_RESOLVED, "There is no such request to decide.", None)
     if not card.is_open:
@@ -243,10 +246,10 @@ def _decide(
         outcome=outcome,
         detail=reason,
     )
-    from approvals.tasks import write_decision_status
-
     if writes_status:
-        transaction.on_commit(lambda: write_decision_status.delay(decision.pk))
+        # First after commit: the status write is what the waiting delegation needs; pushes,
+        # notifications and the session's pendingInteractions follow it.
+        schedule_status_write(decision)
     schedule_pending_interaction_sync(card.pk)
     card.state, card.closed_at = outcome, now
     publish_card_event(card, "decided")

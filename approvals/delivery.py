@@ -12,7 +12,7 @@ from django.utils import timezone
 from approvals.events import publish_card_event
 from approvals.models import AuditAction, AuditEntry, CardState, Decision, Delivery
 from delegations.platform import APPROVED_SLOTS, DENIED_SLOTS
-from delegations.status import append_decided_slot
+from delegations.status import KnownState, append_decided_slot
 from delegations.store import NotFound, StoreError, get_store
 
 logger = logging.getLogger(__name__)
@@ -33,11 +33,49 @@ def decision_write_status(*, decision_id: int) -> str:
     entry only if absent. A missing request or a permanent refusal marks the delivery FAILED
     with the reason; anything retryable raises DeliveryPending with the decision still RECORDED.
     """
-    decision = Decision.objects.select_related("card").get(pk=decision_id)
+    decision = Decision.objects.select_related("card", "card__request").get(pk=decision_id)
+    return _write(decision)
+
+
+def schedule_status_write(decision: Decision) -> None:
+    """Once the current transaction commits, write ``decision`` (just recorded, its card and
+    the card's request loaded) to the request's status.
+
+    Precondition: called inside the transaction that recorded the decision, before anything
+    else is queued for after commit, so that the write is the first thing done after it.
+    With a broker the Celery task does it (and retries). Without one (the embedded default,
+    where the task would run in this process anyway) it is written here at once from the
+    objects in hand: no reload, no Celery eager machinery. A write that cannot be made now
+    leaves the decision RECORDED for the sweep, as the eager task would.
+    """
+    from approvals.tasks import write_decision_status
+
+    if not write_decision_status.app.conf.task_always_eager:
+        transaction.on_commit(lambda: write_decision_status.delay(decision.pk))
+        return
+
+    def write_now() -> None:
+        try:
+            _write(decision)
+        except DeliveryPending:
+            pass  # recorded; decisions_retry_recorded tries again
+        except Exception:  # committed already: the decision stands, only this write failed
+            logger.exception("writing decision %s to the status failed", decision.pk)
+
+    transaction.on_commit(write_now)
+
+
+def _write(decision: Decision) -> str:
     if decision.delivery != Delivery.RECORDED:
         return decision.delivery
     card = decision.card
     field = APPROVED_SLOTS if decision.outcome == CardState.APPROVED else DENIED_SLOTS
+    mirrored = card.request
+    known = (
+        KnownState(mirrored.resource_version, mirrored.status)
+        if mirrored is not None and mirrored.uid == card.request_uid
+        else None
+    )
     try:
         append_decided_slot(
             store=get_store(),
@@ -46,6 +84,7 @@ def decision_write_status(*, decision_id: int) -> str:
             field=field,
             slot=card.slot,
             tag_id=card.tag_id,
+            known=known,
         )
     except NotFound:
         return _finish(

@@ -17,7 +17,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from approvals.authorizer import SourcesUnknown, get_authorizer
-from approvals.cards import _route, card_insert
+from approvals.cards import card_insert, card_route
 from approvals.models import Card, Category, Undeliverable
 
 # The window a runtime may ask for: a prompt older than this is no longer a person's question.
@@ -111,7 +111,7 @@ def interaction_request_raise(*, request: InteractionRequest) -> tuple[Card, boo
             source_resources=request.resources,
             expires_at=request.expires_at,
         )
-        _route(card)
+        card_route(card)
         if not owners and not card.undeliverable:
             card.undeliverable = Undeliverable.NO_APPROVERS
             card.undeliverable_detail = "Nobody owns the resources this prompt names."

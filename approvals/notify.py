@@ -142,23 +142,48 @@ def _queue(subscriber: Subscriber, card: Card | None, event: str, body: dict[str
     transaction.on_commit(lambda: deliver_notification.delay(notification.pk))
 
 
-def notify_card(card: Card, event: str) -> None:
+class SubscriberLookup:
+    """Enabled subscribers, each kind and channel read once for the lookup's lifetime (one
+    transaction's batch of cards: a subscriber added meanwhile is seen from the next one)."""
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[str, str, str], list[Subscriber]] = {}
+
+    def slack(self, namespace: str, name: str) -> list[Subscriber]:
+        key = (Subscriber.Kind.SLACK, namespace, name)
+        if key not in self._found:
+            self._found[key] = list(
+                Subscriber.objects.filter(
+                    kind=Subscriber.Kind.SLACK,
+                    enabled=True,
+                    channel_namespace=namespace,
+                    channel_name=name,
+                )
+            )
+        return self._found[key]
+
+    def webhooks(self) -> list[Subscriber]:
+        key = (Subscriber.Kind.WEBHOOK, "", "")
+        if key not in self._found:
+            self._found[key] = list(
+                Subscriber.objects.filter(kind=Subscriber.Kind.WEBHOOK, enabled=True)
+            )
+        return self._found[key]
+
+
+def notify_card(card: Card, event: str, *, subscribers: SubscriberLookup | None = None) -> None:
     """Queue what ``event`` (raised, decided, reminder, expired) means for each subscriber."""
     if card.undeliverable:
         return
+    subscribers = subscribers or SubscriberLookup()
     if card.route_channel_kind == "slack":
-        for subscriber in Subscriber.objects.filter(
-            kind=Subscriber.Kind.SLACK,
-            enabled=True,
-            channel_namespace=card.route_channel_namespace,
-            channel_name=card.route_channel_name,
-        ):
+        for subscriber in subscribers.slack(card.route_channel_namespace, card.route_channel_name):
             body = (
                 slack_card_message(card) if event == "raised" else slack_status_message(card, event)
             )
             _queue(subscriber, card, f"slack_{event}", body)
     if event in WEBHOOK_EVENTS:
-        for subscriber in Subscriber.objects.filter(kind=Subscriber.Kind.WEBHOOK, enabled=True):
+        for subscriber in subscribers.webhooks():
             _queue(
                 subscriber, card, WEBHOOK_EVENTS[event], webhook_event(card, WEBHOOK_EVENTS[event])
             )

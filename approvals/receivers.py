@@ -11,6 +11,7 @@ from approvals.cards import (
     cards_close_for_deleted_request,
     cards_reroute_undelivered,
     cards_sync_for_request,
+    cards_sync_for_requests,
     schedule_reroute,
 )
 from approvals.notify import notifications_retry_due
@@ -19,6 +20,7 @@ from delegations.signals import (
     agent_session_changed,
     subagent_request_changed,
     subagent_request_deleted,
+    subagent_requests_changed,
     watcher_tick,
 )
 
@@ -27,6 +29,17 @@ from delegations.signals import (
 def _sync_cards(sender: Any, request: Any, previous: Any = None, **kwargs: Any) -> None:
     if previous is None or cards_affected(previous, (request.spec, request.status)):
         cards_sync_for_request(request)
+
+
+@receiver(subagent_requests_changed)
+def _sync_cards_of_batch(sender: Any, changes: list, **kwargs: Any) -> None:
+    affected = [
+        request
+        for request, previous in changes
+        if previous is None or cards_affected(previous, (request.spec, request.status))
+    ]
+    if affected:
+        cards_sync_for_requests(affected)
 
 
 @receiver(subagent_request_deleted)

@@ -43,6 +43,24 @@ def sync_pending_interaction(self, card_id: int) -> bool:  # type: ignore[no-unt
         raise self.retry(countdown=exc.retry_after or _backoff(self.request.retries)) from exc
 
 
+@shared_task(bind=True, max_retries=12, acks_late=True)
+def sync_pending_interactions(self, card_ids: list[int]) -> int:  # type: ignore[no-untyped-def]
+    """``sync_pending_interaction`` for the cards raised together (one message for a watch
+    batch, not one each). Cards that failed for a reason that can pass are retried alone;
+    returns how many sessions changed."""
+    changed, retry, retry_after = 0, [], None
+    for card_id in card_ids:
+        try:
+            changed += card_sync_pending_interaction(card_id=card_id)
+        except StoreError as exc:
+            if not exc.permanent and not self.request.is_eager:
+                retry.append(card_id)
+                retry_after = retry_after or exc.retry_after
+    if retry:
+        raise self.retry(args=[retry], countdown=retry_after or _backoff(self.request.retries))
+    return changed
+
+
 @shared_task(bind=True, max_retries=5, acks_late=True)
 def slack_respond(self, response_url: str, message: dict) -> str:  # type: ignore[no-untyped-def]
     """Edit the clicked Slack message (or tell the clicker why not) through its response_url."""

@@ -1,7 +1,10 @@
 """Shared set-up for benchmarks: Django on a scratch database, the test API server, figures.
 
 Benchmarks print figures and ratios and never fail on time. BENCH_DATABASE_URL selects the
-database (PostgreSQL is what production runs); without it a scratch SQLite file is used.
+database (PostgreSQL is what production runs); without it a scratch SQLite file is used. On a
+server the benchmark creates and finally drops a scratch database of its own, named
+BENCH_DATABASE_NAME or else ``<database of the URL>_bench``, so that people sharing a server pick
+different ones by pointing at different databases.
 """
 
 from __future__ import annotations
@@ -42,8 +45,13 @@ def setup_django(*, broker: bool = False) -> None:
 
     setup_test_environment()
     # A database of its own, never the test suite's, removed when the benchmark ends.
-    connection.settings_dict.setdefault("TEST", {})["NAME"] = "desk_bench"
     original = connection.settings_dict["NAME"]
+    # A file for SQLite (never ":memory:", which would skip the disk and WAL the product uses).
+    connection.settings_dict.setdefault("TEST", {})["NAME"] = (
+        f"{scratch}/desk_bench.sqlite3"
+        if connection.vendor == "sqlite"
+        else os.environ.get("BENCH_DATABASE_NAME") or f"{original}_bench"
+    )
     connection.creation.create_test_db(verbosity=0, keepdb=False)
     atexit.register(lambda: connection.creation.destroy_test_db(original, verbosity=0))
     if broker:

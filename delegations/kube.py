@@ -248,6 +248,29 @@ class KubeAdapter:
         )
         return self._json(response)
 
+    def patch_status(
+        self, kind: str, namespace: str, name: str, *, resource_version: str, fields: dict[str, Any]
+    ) -> dict[str, Any]:
+        """JSON merge patch of the top-level status ``fields`` on the /status subresource. The
+        resourceVersion in the patch is a precondition: the API server answers 409 unless the
+        object is still at it. A merge patch replaces a list whole, so each field carries its
+        entire new value, and fields not named are left exactly as the server holds them."""
+        body = {"metadata": {"resourceVersion": resource_version}, "status": fields}
+        response = _call(
+            lambda: self.custom.patch_namespaced_custom_object_status(
+                GROUP,
+                VERSION,
+                namespace,
+                plural_of(kind),
+                name,
+                body,
+                _content_type="application/merge-patch+json",
+                _preload_content=False,
+                _request_timeout=(CONNECT_TIMEOUT, REQUEST_TIMEOUT),
+            )
+        )
+        return self._json(response)
+
     # -- leases --------------------------------------------------------------------------------
     # Through the generic object API: the typed CoordinationV1Api turns the body into a model
     # and re-serialises renewTime with isoformat(), which drops the fraction MicroTime requires.
@@ -310,6 +333,13 @@ class KubernetesStore:
 
     def replace_status(self, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
         return self.adapter.replace_status(kind, obj)
+
+    def patch_status(
+        self, kind: str, namespace: str, name: str, *, resource_version: str, fields: dict[str, Any]
+    ) -> dict[str, Any]:
+        return self.adapter.patch_status(
+            kind, namespace, name, resource_version=resource_version, fields=fields
+        )
 
 
 @cache

@@ -67,13 +67,22 @@ class Mirror:
             self.delete(obj)
 
     @transaction.atomic
-    def replace_all(self, items: list[dict[str, Any]]) -> None:
-        """Make the mirror equal a fresh list: apply every item and remove what is gone."""
-        present = set()
+    def replace_all(self, items: list[dict[str, Any]], chunk: int = 500) -> None:
+        """Make the mirror equal a fresh list: apply every item and remove what is gone.
+
+        Items are applied ``chunk`` at a time like a watch batch: a first list of a busy
+        cluster is the biggest burst of new objects and cards the watcher ever meets.
+        """
+        present: dict[tuple[Any, Any], dict[str, Any]] = {}
         for obj in items:
-            metadata = obj.get("metadata") or {}
-            present.add((metadata.get("namespace"), metadata.get("name")))
-            self.upsert(obj)
+            metadata = obj.get("metadata")
+            if not isinstance(metadata, dict):
+                logger.warning("ignoring %s the CRD would not admit: no metadata", self.kind)
+                continue
+            present[(metadata.get("namespace"), metadata.get("name"))] = obj
+        objs = list(present.values())
+        for start in range(0, len(objs), chunk):
+            self.apply_batch([{"type": "ADDED", "object": o} for o in objs[start : start + chunk]])
         for row in self._scope().only("namespace", "name"):
             if (row.namespace, row.name) not in present:
                 services.object_delete(self.kind, row.namespace, row.name)

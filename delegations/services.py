@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from delegations import rows as row_sql
@@ -13,6 +13,7 @@ from delegations.signals import (
     agent_session_changed,
     subagent_request_changed,
     subagent_request_deleted,
+    subagent_requests_changed,
 )
 from delegations.validation import ObjectInvalid, validate_object
 
@@ -40,6 +41,9 @@ def _newer(stored_version: str, event_version: str) -> bool:
 
 def model_for(kind: str) -> type[PlatformObject]:
     return _MODELS[kind]
+
+
+Change = tuple[PlatformObject, tuple[dict, dict] | None]
 
 
 def announce(row: PlatformObject, previous: tuple[dict, dict] | None = None) -> None:
@@ -103,12 +107,13 @@ def object_mirror(kind: str, obj: dict[str, Any]) -> bool:
 
 
 def objects_mirror_batch(kind: str, objs: list[dict[str, Any]]) -> list[ObjectInvalid]:
-    """Mirror many objects read from a cluster in two queries plus one per new object.
+    """Mirror many objects read from a cluster in three queries (read, update, insert).
 
     Precondition: inside a transaction, at most one object per (namespace, name). Same rules as
     ``object_mirror``: replays are dropped (without validating them); an object the CRD would
     not admit is skipped, nothing of it written, and returned for the caller to report. Changed
-    rows are announced after the bulk update.
+    rows are announced after the bulk update; changed SubagentRequests in one
+    ``subagent_requests_changed`` for the whole batch.
     """
     model = _MODELS[kind]
     names = {o["metadata"].get("name") for o in objs}
@@ -117,11 +122,19 @@ def objects_mirror_batch(kind: str, objs: list[dict[str, Any]]) -> list[ObjectIn
         for row in model.objects.select_for_update().filter(name__in=names)
     }
     updated: list[tuple[PlatformObject, tuple[dict, dict]]] = []
+    created: list[tuple[dict[str, Any], PlatformObject]] = []
     slow: list[dict[str, Any]] = []
     invalid: list[ObjectInvalid] = []
     for obj in objs:
         metadata = obj.get("metadata") or {}
         row = rows.get((metadata.get("namespace"), metadata.get("name")))
+        if row is None and metadata.get("namespace") and metadata.get("name"):
+            try:
+                clean = validate_object(kind, obj)
+                created.append((obj, _new_row(model, obj, clean, Origin.KUBERNETES)))
+            except ObjectInvalid as exc:
+                invalid.append(exc)
+            continue
         if row is None or row.uid != metadata.get("uid"):
             slow.append(obj)
             continue
@@ -140,15 +153,30 @@ def objects_mirror_batch(kind: str, objs: list[dict[str, Any]]) -> list[ObjectIn
         row.generation = int(metadata.get("generation") or row.generation)
         row.copy_columns()
         updated.append((row, previous))
+    changes: list[Change] = list(updated)
     if updated:
         _update_rows(model, [row for row, _ in updated])
-        for row, previous in updated:
-            announce(row, previous)
+    if created:
+        try:
+            # One INSERT for the objects new to the mirror. A row that appeared meanwhile (only
+            # another writer of the mirror could add one) fails the whole statement, inside a
+            # savepoint: then each object takes the one-by-one path, which handles it.
+            with transaction.atomic():
+                model.objects.bulk_create([row for _, row in created])
+            changes += [(row, None) for _, row in created]
+        except IntegrityError:
+            slow += [obj for obj, _ in created]
     for obj in slow:
         try:
-            _apply(kind, obj, Origin.KUBERNETES)
+            _apply(kind, obj, Origin.KUBERNETES, changes=changes)
         except ObjectInvalid as exc:  # raised before anything of it was written
             invalid.append(exc)
+    if model is SubagentRequest:
+        if changes:
+            subagent_requests_changed.send(sender=SubagentRequest, changes=changes)
+    else:
+        for row, previous in changes:
+            announce(row, previous)
     return invalid
 
 
@@ -176,7 +204,11 @@ def _update_rows(model: type[PlatformObject], rows: list[PlatformObject]) -> Non
         cursor.executemany(sql, params)
 
 
-def _apply(kind: str, obj: dict[str, Any], origin: str) -> tuple[PlatformObject, bool]:
+def _apply(
+    kind: str, obj: dict[str, Any], origin: str, *, changes: list[Change] | None = None
+) -> tuple[PlatformObject, bool]:
+    """The one-object write behind object_apply and object_mirror. With ``changes`` a changed
+    row is appended there for the caller to announce, instead of announced here."""
     clean = validate_object(kind, obj)
     metadata = obj["metadata"]
     model = _MODELS[kind]
@@ -220,8 +252,34 @@ def _apply(kind: str, obj: dict[str, Any], origin: str) -> tuple[PlatformObject,
         row.generation = int(metadata.get("generation") or row.generation)
     row.spec, row.status, row.labels = spec, clean["status"], labels
     row.save()
-    announce(row, previous)
+    if changes is None:
+        announce(row, previous)
+    else:
+        changes.append((row, previous))
     return row, True
+
+
+def _new_row(
+    model: type[PlatformObject], obj: dict[str, Any], clean: dict[str, Any], origin: str
+) -> PlatformObject:
+    """The unsaved row for an object new to the mirror, as ``_apply`` would store it."""
+    metadata = obj["metadata"]
+    row = model(
+        namespace=metadata["namespace"],
+        name=metadata["name"],
+        origin=origin,
+        spec=clean.get("spec", {}),
+        status=clean["status"],
+        labels=metadata.get("labels") or {},
+    )
+    if metadata.get("uid"):
+        row.uid = metadata["uid"]
+    version = str(metadata.get("resourceVersion", ""))
+    if origin != Origin.DATABASE and version:
+        row.resource_version = version
+        row.generation = int(metadata.get("generation") or row.generation)
+    row.copy_columns()  # bulk_create does not call save(), which would
+    return row
 
 
 def _delete_row(row: PlatformObject) -> None:

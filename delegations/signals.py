@@ -9,6 +9,10 @@ from django.dispatch import Signal
 # kwargs: request (delegations.models.SubagentRequest), previous ((spec, status) before the
 # change, or None for a new object)
 subagent_request_changed = Signal()
+# kwargs: changes (list of (request, previous) as above, distinct requests). Sent once for a
+# mirrored watch batch instead of subagent_request_changed for each request in it, so that the
+# receiver can share its lookups across the batch.
+subagent_requests_changed = Signal()
 # kwargs: namespace, name, uid
 subagent_request_deleted = Signal()
 # Sent by the active watcher about every LEASE_DURATION_SECONDS / 3, for periodic upkeep.

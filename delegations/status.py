@@ -24,6 +24,14 @@ class StatusWrite:
     changed: bool
 
 
+@dataclass(frozen=True)
+class KnownState:
+    """An object's resourceVersion and status as this service last saw them (the mirror)."""
+
+    resource_version: str
+    status: dict[str, Any]
+
+
 def update_status(
     *,
     store: DelegationStore,
@@ -58,22 +66,55 @@ def update_status(
 
 
 def append_decided_slot(
-    *, store: DelegationStore, namespace: str, name: str, field: str, slot: str, tag_id: str
+    *,
+    store: DelegationStore,
+    namespace: str,
+    name: str,
+    field: str,
+    slot: str,
+    tag_id: str,
+    known: KnownState | None = None,
 ) -> StatusWrite:
     """Append ``{slot, tagID}`` to ``status.<field>`` of a SubagentRequest unless it is there.
 
     ``field`` is approvedDataSlots or deniedDataSlots; no other field is touched.
+
+    With ``known`` (the mirror's resourceVersion and status) and the slot absent from it, the
+    first attempt skips the read: a merge patch of ``field`` alone (the known list plus the
+    entry) carrying the known resourceVersion as its precondition. When the mirror was current
+    that is the whole write; when it was behind the API server answers Conflict and nothing was
+    written, so we fall back to read-append-write. The patch names only ``field``, which
+    Disclosure Desk alone writes: whatever else the status holds, including fields the mirror's
+    schema would prune, stays as the server has it.
     """
     if field not in DECIDED_SLOT_LISTS:
         raise ValueError(f"Disclosure Desk writes only {DECIDED_SLOT_LISTS}, not {field!r}")
 
-    def add(status: dict[str, Any]) -> bool:
+    def has_entry(status: dict[str, Any]) -> bool:
         existing = status.get(field) or []
-        if any(e.get("slot") == slot and e.get("tagID") == tag_id for e in existing):
+        return any(e.get("slot") == slot and e.get("tagID") == tag_id for e in existing)
+
+    def add(status: dict[str, Any]) -> bool:
+        if has_entry(status):
             return False
-        status[field] = [*existing, {"slot": slot, "tagID": tag_id}]
+        status[field] = [*(status.get(field) or []), {"slot": slot, "tagID": tag_id}]
         return True
 
+    # A mirror that already holds the entry proves nothing about the newest state: read it.
+    if known is not None and known.resource_version and not has_entry(known.status):
+        wanted = [*(known.status.get(field) or []), {"slot": slot, "tagID": tag_id}]
+        try:
+            written = store.patch_status(
+                "SubagentRequest",
+                namespace,
+                name,
+                resource_version=known.resource_version,
+                fields={field: wanted},
+            )
+        except Conflict:
+            pass  # the mirror was behind; nothing was written
+        else:
+            return StatusWrite(written["metadata"]["resourceVersion"], changed=True)
     return update_status(
         store=store, kind="SubagentRequest", namespace=namespace, name=name, mutate=add
     )

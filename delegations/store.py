@@ -9,6 +9,7 @@ resourceVersion.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from typing import Any, Protocol
 
@@ -65,6 +66,16 @@ class DelegationStore(Protocol):
         Returns the object as stored. Raises Conflict, NotFound, TransientError, PermanentError.
         """
 
+    def patch_status(
+        self, kind: str, namespace: str, name: str, *, resource_version: str, fields: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Replace the top-level status ``fields`` named, and nothing else, guarded by
+        ``resource_version`` (a JSON merge patch carrying it as a precondition).
+
+        Returns the object as stored. Raises Conflict when the object is no longer at
+        ``resource_version``, and NotFound, TransientError, PermanentError.
+        """
+
 
 class DatabaseStore:
     """The embedded default: platform objects held in this service's own database."""
@@ -78,15 +89,44 @@ class DatabaseStore:
         return row.as_kubernetes_object()
 
     def replace_status(self, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
-        from delegations import services
-
         metadata = obj.get("metadata") or {}
-        namespace, name = metadata.get("namespace", ""), metadata.get("name", "")
-        read_version = str(metadata.get("resourceVersion", ""))
         try:
             status = validate_object(kind, obj)["status"]
         except ObjectInvalid as exc:
             raise PermanentError(str(exc)) from exc
+        return self._write_status(
+            kind,
+            metadata.get("namespace", ""),
+            metadata.get("name", ""),
+            str(metadata.get("resourceVersion", "")),
+            lambda _row: status,
+        )
+
+    def patch_status(
+        self, kind: str, namespace: str, name: str, *, resource_version: str, fields: dict[str, Any]
+    ) -> dict[str, Any]:
+        def merged(row: Any) -> dict[str, Any]:
+            obj = row.as_kubernetes_object()
+            obj["status"] = {**obj["status"], **fields}
+            try:
+                return validate_object(kind, obj)["status"]
+            except ObjectInvalid as exc:
+                raise PermanentError(str(exc)) from exc
+
+        return self._write_status(kind, namespace, name, str(resource_version), merged)
+
+    def _write_status(
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        read_version: str,
+        new_status: Callable[[Any], dict[str, Any]],
+    ) -> dict[str, Any]:
+        """Under the row lock: check ``read_version``, then save ``new_status(row)`` (a new
+        resourceVersion only when the status changed) and announce the change."""
+        from delegations import services
+
         with transaction.atomic():
             row = (
                 services.model_for(kind)
@@ -101,6 +141,7 @@ class DatabaseStore:
                     f"{kind} {namespace}/{name} changed (resourceVersion "
                     f"{row.resource_version}, write carried {read_version})"
                 )
+            status = new_status(row)
             if row.status != status:
                 previous = (row.spec, row.status)
                 row.status = status

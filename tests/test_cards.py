@@ -5,11 +5,15 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from approvals.cards import RaiseBatch, card_raise_disclosure
 from approvals.models import AuditEntry, Card, CardState, Undeliverable
 from delegations import services
+from delegations.models import SubagentRequest
 from tests import factories
 from tests.conftest import ALICE
 from tests.factories import card_for, request_object, subagent_request
@@ -181,3 +185,130 @@ def test_a_mid_flight_input_request_gets_a_card_for_its_pending_slot(team):
     card = card_for("running", slot="build_logs")
     assert card.is_open
     assert card.expires_at > timezone.now()
+
+
+def mirrored(name: str, **kwargs) -> dict:
+    """A request as a cluster would send it: with a uid and a resourceVersion."""
+    obj = request_object(name, **kwargs)
+    obj["metadata"].update(uid=f"uid-{name}", resourceVersion="7")
+    return obj
+
+
+def mirror_batch(objs: list[dict]) -> None:
+    with transaction.atomic():
+        assert services.objects_mirror_batch("SubagentRequest", objs) == []
+
+
+def test_a_watch_batch_raises_the_same_cards_as_requests_applied_one_by_one(team):
+    factories.owned_tag("tag-orphan", source="database:orphan")  # a source nobody owns
+    mirror_batch(
+        [
+            mirrored("b-root"),
+            mirrored("b-deep", parent="helper"),
+            mirrored("b-orphan", slots=[("logs", "tag-orphan")]),
+            mirrored("b-two", slots=[("logs", "tag-logs"), ("diff", "tag-logs")]),
+        ]
+    )
+    subagent_request("s-root")
+    subagent_request("s-deep", parent="helper")
+    subagent_request("s-orphan", slots=[("logs", "tag-orphan")])
+    subagent_request("s-two", slots=[("logs", "tag-logs"), ("diff", "tag-logs")])
+
+    def content(card: Card) -> tuple:
+        return (
+            card.slot,
+            card.fields,
+            card.actions,
+            card.asking_chain,
+            card.source_resources,
+            card.route_channel_name,
+            card.route_owner_name,
+            card.undeliverable,
+            card.state,
+            sorted(card.approvers.values_list("email", flat=True)),
+        )
+
+    for suffix in ("root", "deep", "orphan", "two"):
+        batch = Card.objects.filter(request_name=f"b-{suffix}").order_by("slot")
+        single = Card.objects.filter(request_name=f"s-{suffix}").order_by("slot")
+        assert [content(c) for c in batch] == [content(c) for c in single]
+        assert batch.count() == (2 if suffix == "two" else 1)
+    assert card_for("b-orphan").undeliverable == Undeliverable.NO_APPROVERS
+    assert AuditEntry.objects.filter(request_ref="dsd-b-orphan-logs", action="undeliverable")
+
+
+def test_a_bigger_watch_batch_raises_its_cards_with_no_more_queries(team):
+    """Lookups are shared across a batch: ten new requests of the same session and tag cost
+    the same statements as two."""
+
+    def statements(names: list[str]) -> int:
+        with CaptureQueriesContext(connection) as queries:
+            mirror_batch([mirrored(name) for name in names])
+        return len(queries)
+
+    two = statements(["q-0", "q-1"])
+    ten = statements([f"r-{i}" for i in range(10)])
+    assert ten == two
+    assert Card.objects.filter(state=CardState.OPEN).count() == 12
+    assert all(c.approvers.count() == 1 for c in Card.objects.all())
+
+
+def test_a_card_raised_meanwhile_by_another_process_is_left_to_it_and_the_rest_stored(
+    team, monkeypatch
+):
+    real_finish = RaiseBatch.finish
+    raced = []
+
+    def another_process_first(self):
+        if len(self.pending) > 1 and not raced:
+            _, _, request = self.pending[0]
+            raced.append(request.name)
+            card_raise_disclosure(request=request, slot="logs", tag_id="tag-logs")
+        real_finish(self)
+
+    monkeypatch.setattr(RaiseBatch, "finish", another_process_first)
+    mirror_batch([mirrored("m-0"), mirrored("m-1"), mirrored("m-2")])
+    assert raced == ["m-0"]
+    for name in ("m-0", "m-1", "m-2"):
+        (card,) = Card.objects.filter(request_name=name)
+        assert list(card.approvers.values_list("email", flat=True)) == [ALICE]
+
+
+def test_an_object_mirrored_meanwhile_by_another_writer_sends_the_batch_one_by_one(
+    team, monkeypatch
+):
+    """The batch's multi-row INSERT meets a row that appeared after its read: it is rolled back
+    to its savepoint and each object takes the one-by-one path; nothing is lost or doubled."""
+    real_new_row = services._new_row
+    raced = []
+
+    def another_writer_first(model, obj, clean, origin):
+        if not raced:
+            raced.append(obj["metadata"]["name"])
+            services.object_mirror("SubagentRequest", obj)
+        return real_new_row(model, obj, clean, origin)
+
+    monkeypatch.setattr(services, "_new_row", another_writer_first)
+    mirror_batch([mirrored("n-0"), mirrored("n-1", parent="helper")])
+    assert raced == ["n-0"]
+    for name in ("n-0", "n-1"):
+        assert SubagentRequest.objects.filter(name=name).count() == 1
+        (card,) = Card.objects.filter(request_name=name)
+        assert card.request.uid == f"uid-{name}"
+    assert card_for("n-1").asking_chain[0] == {"ns": "team", "name": "helper"}
+
+
+def test_a_first_list_is_mirrored_in_chunks_and_what_disappeared_is_removed(team, caplog):
+    from delegations.mirror import Mirror
+
+    mirror = Mirror("SubagentRequest", None)
+    mirror.replace_all([mirrored("l-0"), mirrored("gone")])
+    items = [mirrored(f"l-{i}") for i in range(5)] + [{"spec": {}}]
+    with caplog.at_level(logging.WARNING):
+        mirror.replace_all(items, chunk=2)
+    assert sorted(
+        SubagentRequest.objects.filter(origin="kubernetes").values_list("name", flat=True)
+    ) == [f"l-{i}" for i in range(5)]
+    assert Card.objects.filter(request_name__startswith="l-", state=CardState.OPEN).count() == 5
+    assert card_for("gone").state == CardState.RESOLVED
+    assert "would not admit" in caplog.text

@@ -15,7 +15,7 @@ from approvals.identity import Identity, canonical_subject
 from approvals.models import AuditEntry, Card, CardState, Decision, Delivery
 from delegations import services
 from delegations.models import SubagentRequest
-from delegations.status import append_decided_slot
+from delegations.status import KnownState, append_decided_slot
 from delegations.store import Conflict, DatabaseStore, NotFound
 from tests import factories
 from tests.conftest import ALICE, BOB
@@ -295,10 +295,12 @@ def test_a_decision_on_a_request_that_vanished_is_kept_and_the_card_says_it_is_g
 ):
     subagent_request("r")
 
-    def gone(self, kind, namespace, name):
+    def gone(self, kind, namespace, name, **_write):
         raise NotFound("gone")
 
+    # Gone for every access: the read-append-write and the optimistic patch from the mirror.
     monkeypatch.setattr(DatabaseStore, "read", gone)
+    monkeypatch.setattr(DatabaseStore, "patch_status", gone)
     result = decide(card_for("r"))
     assert result.applied
     decision = Decision.objects.get()
@@ -343,3 +345,63 @@ def test_expiry_is_exactly_twenty_minutes_after_the_disclosure_was_requested(tea
     card = card_for("r")
     assert card.expires_at - timezone.now() < timedelta(minutes=1)
     assert decide(card).applied
+
+
+def test_a_decision_from_a_current_mirror_is_written_without_reading_the_request(team, monkeypatch):
+    subagent_request("r")
+
+    def no_read(self, kind, namespace, name):
+        raise AssertionError("the mirror was current: no read expected")
+
+    monkeypatch.setattr(DatabaseStore, "read", no_read)
+    assert decide(card_for("r")).applied
+    assert status_of("r")["approvedDataSlots"] == [SLOT]
+    assert status_of("r")["phase"] == "AwaitingDisclosure"
+    assert Decision.objects.get().delivery == Delivery.WRITTEN
+
+
+def test_a_status_patch_changes_only_the_field_it_names_and_a_stale_version_conflicts(team):
+    row = subagent_request("r")
+    store = DatabaseStore()
+    with pytest.raises(Conflict):
+        store.patch_status(
+            "SubagentRequest",
+            "team",
+            "r",
+            resource_version=str(int(row.resource_version) - 1),
+            fields={"approvedDataSlots": [SLOT]},
+        )
+    assert "approvedDataSlots" not in status_of("r")
+    written = store.patch_status(
+        "SubagentRequest",
+        "team",
+        "r",
+        resource_version=row.resource_version,
+        fields={"approvedDataSlots": [SLOT]},
+    )
+    assert written["metadata"]["resourceVersion"] == str(int(row.resource_version) + 1)
+    assert status_of("r") == {**row.status, "approvedDataSlots": [SLOT]}
+
+
+def test_an_optimistic_write_from_a_stale_mirror_falls_back_and_writes_once(team):
+    """The operator writes between the mirror's copy and our write: the patch conflicts, the
+    read-append-write lands the slot once, and the operator's field survives."""
+    row = subagent_request("r")
+    known = KnownState(row.resource_version, row.status)
+    services.object_apply(
+        "SubagentRequest",
+        {**row.as_kubernetes_object(), "status": {**row.status, "message": "operator"}},
+    )
+    for _ in range(2):
+        append_decided_slot(
+            store=DatabaseStore(),
+            namespace="team",
+            name="r",
+            field="approvedDataSlots",
+            slot="logs",
+            tag_id="tag-logs",
+            known=known,
+        )
+    status = status_of("r")
+    assert status["approvedDataSlots"] == [SLOT]
+    assert status["message"] == "operator"

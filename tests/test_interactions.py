@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from django.test import TestCase
 
 from approvals.decisions import card_decide
@@ -81,3 +82,37 @@ def test_a_request_seen_before_its_parent_session_is_routed_once_the_session_arr
     assert card.undeliverable == ""
     assert (card.route_channel_name, card.asking_chain[-1]["name"]) == ("web", "root")
     assert pending_of("late-child")[0]["requestRef"] == "dsd-early-logs"
+
+
+def test_cards_raised_together_park_their_entries_with_one_task_retrying_only_failures(
+    team, monkeypatch
+):
+    from approvals import tasks
+    from delegations.store import TransientError
+
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        subagent_request("a", parent="worker")
+        subagent_request("b", parent="worker")
+    first, second = card_for("a"), card_for("b")
+    assert {e["requestRef"] for e in pending_of("worker")} == {"dsd-a-logs", "dsd-b-logs"}
+
+    real_sync = tasks.card_sync_pending_interaction
+
+    def second_unreachable(*, card_id):
+        if card_id == second.pk:
+            raise TransientError("cluster unreachable", retry_after=3)
+        return real_sync(card_id=card_id)
+
+    retried = {}
+
+    def retry(**options):
+        retried.update(options)
+        raise RuntimeError("retry scheduled")
+
+    monkeypatch.setattr(tasks, "card_sync_pending_interaction", second_unreachable)
+    monkeypatch.setattr(tasks.sync_pending_interactions, "retry", retry)
+    AgentSession.objects.filter(name="worker").update(status={})
+    with pytest.raises(RuntimeError, match="retry scheduled"):
+        tasks.sync_pending_interactions.run([first.pk, second.pk])
+    assert retried == {"args": [[second.pk]], "countdown": 3}
+    assert [e["requestRef"] for e in pending_of("worker")] == ["dsd-a-logs"]

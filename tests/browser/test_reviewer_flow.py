@@ -111,3 +111,15 @@ def test_agent_words_are_shown_as_inert_text(page, alice, team):
     assert page.locator("main b", has_text="bold").count() == 0
     assert page.locator("a[href*='evil.example']").count() == 0
     assert page.dialogs == []
+
+
+def test_the_api_docs_page_renders_every_operation_in_the_browser(page, db):
+    page.goto("/api/docs/")
+    page.get_by_text("Disclosure Desk API").first.wait_for()
+    for path in (
+        "/api/v1/cards",
+        "/api/v1/interactions/requests",
+        "/api/v1/interactions/decisions",
+        "/api/v1/sessions/{namespace}/{name}/lineage",
+    ):
+        assert page.locator(".opblock-summary-path", has_text=path).count() >= 1

@@ -1,6 +1,8 @@
 """Decisions written through to the cluster: exactly once under a 409 storm while the operator
 keeps writing other status fields, kept and written after the API server comes back, and a
-request that vanished reported as gone. Also the parent session's pendingInteractions."""
+request that vanished reported as gone. The optimistic first write from a current mirror (one
+merge patch, no read) and its fall back to read-append-write when the mirror is behind. Also the
+parent session's pendingInteractions."""
 
 from __future__ import annotations
 
@@ -142,3 +144,72 @@ def test_the_parent_session_holds_a_pending_interaction_while_the_card_is_open(k
         what="the entry to be removed",
     )
     assert cluster_status(kube, "parked")["approvedDataSlots"] == [SLOT]
+
+
+def our_writes(kube, name: str, method: str) -> list:
+    return kube.requests(method, path_contains=f"/subagentrequests/{name}/status")
+
+
+def test_with_a_current_mirror_the_decision_is_one_patch_of_its_list_and_no_read(kube, cluster):
+    put_world(kube)
+    put_request(kube, "current")
+    mirror_everything(kube)
+    kube.clear_requests()
+    assert decide("current").applied
+    status = cluster_status(kube, "current")
+    assert status["approvedDataSlots"] == [SLOT]
+    assert status["phase"] == "AwaitingDisclosure"
+    assert status["pendingDataSlots"] == [SLOT]
+    (patch,) = our_writes(kube, "current", "PATCH")
+    assert patch.status == 200
+    assert patch.content_type.startswith("application/merge-patch+json")
+    assert kube.requests("GET", path_contains="/subagentrequests/current") == []
+    assert our_writes(kube, "current", "PUT") == []
+    assert Decision.objects.get().delivery == Delivery.WRITTEN
+
+
+def test_a_stale_mirror_meets_409_and_read_append_write_lands_once_while_the_operator_writes(
+    kube, cluster
+):
+    put_world(kube)
+    put_request(kube, "behind")
+    mirror_everything(kube)
+    # The operator moves on before the decision: the mirror's resourceVersion is stale.
+    kube.store.update_status(
+        "subagentrequests", "team", "behind", lambda s: {**s, "message": "operator tick 0"}
+    )
+    kube.fail_next(3, 409, path_contains="/subagentrequests/behind/status", method="PUT")
+    kube.clear_requests()
+    stop = threading.Event()
+    ticks = []
+
+    def operator() -> None:
+        tick = 0
+        while not stop.is_set() and tick < 500:
+            tick += 1
+            kube.store.update_status(
+                "subagentrequests",
+                "team",
+                "behind",
+                lambda s, t=tick: {**s, "exchange": t, "message": f"operator tick {t}"},
+            )
+            ticks.append(tick)
+
+    thread = threading.Thread(target=operator)
+    thread.start()
+    try:
+        result = decide("behind")
+    finally:
+        stop.set()
+        thread.join(10)
+    assert result.applied
+    (patch,) = our_writes(kube, "behind", "PATCH")
+    assert patch.status == 409
+    assert [r.status for r in our_writes(kube, "behind", "PUT")][-1] == 200
+    status = cluster_status(kube, "behind")
+    assert status["approvedDataSlots"] == [SLOT]
+    assert "deniedDataSlots" not in status
+    assert status["exchange"] == ticks[-1]
+    assert status["message"] == f"operator tick {ticks[-1]}"
+    assert status["phase"] == "AwaitingDisclosure"
+    assert Decision.objects.get().delivery == Delivery.WRITTEN
