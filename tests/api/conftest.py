@@ -48,6 +48,11 @@ def api(db: None) -> Callable[..., ApiClient]:
     return make
 
 
+# One expiry for every prompt of the run, so that two prompt() bodies are equal byte for byte
+# (requestRef idempotency and Idempotency-Key fingerprints compare them).
+EXPIRES_AT = stamp(timezone.now() + timedelta(hours=3))
+
+
 def prompt(ref: str = "tool-1", **overrides: Any) -> dict[str, Any]:
     """An interaction_request a runtime in namespace team would send."""
     body: dict[str, Any] = {
@@ -61,7 +66,7 @@ def prompt(ref: str = "tool-1", **overrides: Any) -> dict[str, Any]:
             {"id": "deny", "label": "Don't run it", "style": "danger"},
         ],
         "resources": [{"kind": "database", "name": "prod"}],
-        "expiresAt": stamp(timezone.now() + timedelta(minutes=30)),
+        "expiresAt": EXPIRES_AT,
     }
     body.update(overrides)
     return body

@@ -34,9 +34,9 @@ def test_a_raised_prompt_is_routed_up_the_lineage_to_the_owners_of_its_resources
 
 
 def test_raising_the_same_request_ref_again_returns_the_same_card(api, team):
-    client = api()
-    first = client.post(REQUESTS, prompt())
-    again = client.post(REQUESTS, prompt())
+    client, body = api(), prompt()
+    first = client.post(REQUESTS, body)
+    again = client.post(REQUESTS, body)
     assert (first.status_code, again.status_code) == (201, 200)
     assert again.json()["id"] == first.json()["id"]
     assert Card.objects.count() == 1
