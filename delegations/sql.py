@@ -52,8 +52,9 @@ def insert_rows(objs: Sequence[models.Model]) -> None:
     model = type(objs[0])
     fields = _insert_fields(model)
     conn = connections[DEFAULT_DB_ALIAS]  # the thread's own, not the proxy: read per value
-    # The backend's own limit on parameters per statement (SQLite's), as bulk_create uses it.
-    chunk = max(1, conn.ops.bulk_batch_size(fields, objs) or len(objs))
+    # The backend's own limit on parameters per statement (SQLite's), as bulk_create uses it,
+    # and never more than PostgreSQL's protocol admits in one statement (65,535).
+    chunk = max(1, min(conn.ops.bulk_batch_size(fields, objs) or len(objs), 65535 // len(fields)))
     for start in range(0, len(objs), chunk):
         part = objs[start : start + chunk]
         params = [
