@@ -12,7 +12,6 @@ from django.utils import timezone
 from approvals.events import publish_card_event
 from approvals.models import AuditAction, AuditEntry, CardState, Decision, Delivery
 from delegations.platform import APPROVED_SLOTS, DENIED_SLOTS
-from delegations.sql import wal_checkpoint
 from delegations.status import KnownState, append_decided_slot
 from delegations.store import NotFound, StoreError, get_store
 
@@ -62,9 +61,6 @@ def schedule_status_write(decision: Decision) -> None:
             pass  # recorded; decisions_retry_recorded tries again
         except Exception:  # committed already: the decision stands, only this write failed
             logger.exception("writing decision %s to the status failed", decision.pk)
-        # Decisions come at the pace of people clicking: syncing the log now, once the status
-        # the delegation waits for is written, keeps that cost out of the next decision's commit.
-        wal_checkpoint()
 
     transaction.on_commit(write_now)
 

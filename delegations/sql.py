@@ -125,20 +125,3 @@ class RowReader:
                 value = converter(value, column, conn)
             values[index] = value
         return self.model.from_db(conn.alias, self.names, values)
-
-
-def wal_checkpoint() -> None:
-    """On SQLite, copy the write-ahead log into the database now; elsewhere nothing.
-
-    SQLite checkpoints inside whichever commit pushes the log past 1,000 pages, and a
-    checkpoint syncs the log and the database to disk: 5-10 ms on the project's machines,
-    paid by that commit. Called after work nobody is waiting for (a decision's status is
-    written), it keeps the log short, so that the commit of the next decision does not pay for
-    it. PASSIVE: it never waits for readers or writers and leaves to a later checkpoint what
-    they still use.
-    """
-    conn = connections[DEFAULT_DB_ALIAS]
-    if conn.vendor != "sqlite" or conn.in_atomic_block:
-        return
-    with conn.cursor() as cursor:
-        cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")

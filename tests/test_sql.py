@@ -14,10 +14,9 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 from django.forms.models import model_to_dict
 from django.test import TestCase
-from django.utils import timezone
 
 from approvals.authorizer import LocalAuthorizer
 from approvals.decisions import card_decide
@@ -34,7 +33,7 @@ from approvals.models import (
 )
 from approvals.selectors import card_for_decision
 from delegations.models import SubagentRequest
-from delegations.sql import RowReader, insert_rows, wal_checkpoint
+from delegations.sql import RowReader, insert_rows
 from tests import factories
 from tests.conftest import ALICE, BOB
 from tests.factories import card_for, subagent_request
@@ -206,11 +205,3 @@ def test_gate_four_answers_as_the_orm_query_would(team, email, tag_id):
         ).exists()
     )
     assert LocalAuthorizer().may_speak_for(email, tag_id) is expected
-
-
-@pytest.mark.django_db(transaction=True)
-def test_the_checkpoint_runs_outside_a_transaction_and_never_inside_one():
-    wal_checkpoint()  # on SQLite a PASSIVE checkpoint, on PostgreSQL nothing
-    with transaction.atomic():
-        wal_checkpoint()  # would fail on SQLite inside a transaction that wrote: skipped
-        AuditEntry.objects.create(action=AuditAction.DECIDED, at=timezone.now())
