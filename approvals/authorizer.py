@@ -7,9 +7,11 @@ SpiceDB-backed authorizer can replace it behind the same interface.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Protocol
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Q
 
 
@@ -110,13 +112,28 @@ class LocalAuthorizer(LocalResources):
         )
 
     def may_speak_for(self, email: str, tag_id: str) -> bool:
-        from approvals.models import ResourceOwner
-
         if not email:
             return False
-        return ResourceOwner.objects.filter(
-            resource__tags__tag_id=tag_id, email=email.strip().lower()
-        ).exists()
+        # Gate 4 of every decision: one plain statement, since the ORM's compilation of this
+        # three-table join cost several times running it (same rows as
+        # ResourceOwner.objects.filter(resource__tags__tag_id=..., email=...).exists()).
+        with connection.cursor() as cursor:
+            cursor.execute(_may_speak_for_sql(connection.vendor), [tag_id, email.strip().lower()])
+            return cursor.fetchone() is not None
+
+
+@cache
+def _may_speak_for_sql(vendor: str) -> str:
+    from approvals.models import DataTag, ResourceOwner
+
+    quote = connection.ops.quote_name
+    sources = DataTag.sources.through._meta
+    return (
+        f"SELECT 1 FROM {quote(ResourceOwner._meta.db_table)} o "  # noqa: S608  (identifiers from the models)
+        f"JOIN {quote(sources.db_table)} s ON s.sourceresource_id = o.resource_id "
+        f"JOIN {quote(DataTag._meta.db_table)} t ON t.id = s.datatag_id "
+        "WHERE t.tag_id = %s AND o.email = %s LIMIT 1"
+    )
 
 
 def get_authorizer() -> Authorizer:

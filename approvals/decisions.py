@@ -10,8 +10,9 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from functools import cache
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from approvals.authorizer import get_authorizer
@@ -29,8 +30,9 @@ from approvals.models import (
     DecisionChannel,
     Delivery,
 )
-from approvals.notify import notify_card, notify_refusal
-from approvals.selectors import card_with_request
+from approvals.notify import NoSubscribers, notify_card, notify_refusal
+from approvals.selectors import card_for_decision
+from delegations.sql import insert_rows
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +89,31 @@ def _closed_card_refusal(card: Card) -> DecisionResult:
         f"Already resolved ({card.get_state_display().lower()}): {card.close_detail}",
         card.pk,
     )
+
+
+@cache
+def _leave_open_sql(vendor: str) -> str:
+    quote = connection.ops.quote_name
+    return (
+        f"UPDATE {quote(Card._meta.db_table)} SET state = %s, closed_at = %s "  # noqa: S608  (identifier from the model)
+        "WHERE id = %s AND state = %s"
+    )
+
+
+def _card_leave_open(card_id: int, outcome: str, now: datetime) -> bool:
+    """Move the card from OPEN to ``outcome``; False when it was no longer open.
+
+    The race guard of the first-wins rule: of two writers, the second waits on the row lock
+    (PostgreSQL) or the write lock (SQLite) and then matches no row. One plain statement, the
+    same as Card.objects.filter(pk=..., state=OPEN).update(state=..., closed_at=...) without
+    the ORM's compilation of it.
+    """
+    closed_at = Card._meta.get_field("closed_at").get_db_prep_save(now, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _leave_open_sql(connection.vendor), [outcome, closed_at, card_id, CardState.OPEN]
+        )
+        return cursor.rowcount == 1
 
 
 def may_decide(card: Card, email: str) -> bool:
@@ -183,9 +210,10 @@ def _decide(
         )
     # Gate 2: the card exists and is open. The request's mirror comes along: its
     # resourceVersion and status let the status write skip a read (approvals.delivery).
-    card = card_with_request(card_id)
-    if card is None:
+    read = card_for_decision(card_id)
+    if read is None:
         return _refused(Refusal.ALREADY_RESOLVED, "There is no such request to decide.", None)
+    card = read.card
     if not card.is_open:
         return _closed_card_refusal(card)
     # Gate 3: the category comes from the stored card, never from the click.
@@ -213,10 +241,7 @@ def _decide(
     # Record. The conditional UPDATE is the race guard: of two writers, the second waits on the
     # row lock and then matches no row, because the first moved the state off OPEN.
     outcome = CardState.APPROVED if action_id == APPROVE_ACTION else CardState.DENIED
-    moved = Card.objects.filter(pk=card.pk, state=CardState.OPEN).update(
-        state=outcome, closed_at=now
-    )
-    if not moved:
+    if not _card_leave_open(card.pk, outcome, now):
         card.refresh_from_db()
         return _closed_card_refusal(card)
     # Only a disclosure card has a SubagentRequest to write to; a prompt raised through the
@@ -224,7 +249,7 @@ def _decide(
     writes_status = card.category == Category.DATA_SLOT_DISCLOSURE and bool(card.request_name)
     # No savepoint: the UPDATE above already admitted exactly one decider, so the one-to-one
     # constraint can only fire on a bug, which rolls everything back (handler_error).
-    decision = Decision.objects.create(
+    decision = Decision(
         card=card,
         outcome=outcome,
         action_id=action_id,
@@ -235,16 +260,23 @@ def _decide(
         reason=reason,
         delivery=Delivery.RECORDED if writes_status else Delivery.NONE,
     )
-    AuditEntry.objects.create(
-        action=AuditAction.DECIDED,
-        actor_email=identity.email,
-        actor_subject=identity.subject,
-        channel=channel,
-        card_id=card.pk,
-        request_ref=card.request_ref,
-        category=card.category,
-        outcome=outcome,
-        detail=reason,
+    # Both rows as Decision.objects.create and AuditEntry.objects.create would write them (no
+    # signals are connected to either), without the ORM's compilation of each INSERT.
+    insert_rows([decision])
+    insert_rows(
+        [
+            AuditEntry(
+                action=AuditAction.DECIDED,
+                actor_email=identity.email,
+                actor_subject=identity.subject,
+                channel=channel,
+                card_id=card.pk,
+                request_ref=card.request_ref,
+                category=card.category,
+                outcome=outcome,
+                detail=reason,
+            )
+        ]
     )
     if writes_status:
         # First after commit: the status write is what the waiting delegation needs; pushes,
@@ -253,7 +285,11 @@ def _decide(
     schedule_pending_interaction_sync(card.pk)
     card.state, card.closed_at = outcome, now
     publish_card_event(card, "decided")
-    notify_card(card, "decided")
+    # The read above said whether any subscriber is concerned: when none is, there is nobody
+    # to look up (the notifications, when there are some, are still created in this
+    # transaction: the outbox).
+    subscribers = None if read.subscribers_concerned else NoSubscribers()
+    notify_card(card, "decided", subscribers=subscribers)
     verb = "Shared" if outcome == CardState.APPROVED else "Not shared"
     return DecisionResult(
         applied=True,

@@ -171,6 +171,17 @@ class SubscriberLookup:
         return self._found[key]
 
 
+class NoSubscribers(SubscriberLookup):
+    """A lookup known to find nobody: the decision read in the same transaction that no
+    enabled subscriber is concerned with the card (approvals.selectors.card_for_decision)."""
+
+    def slack(self, namespace: str, name: str) -> list[Subscriber]:
+        return []
+
+    def webhooks(self) -> list[Subscriber]:
+        return []
+
+
 def notify_card(card: Card, event: str, *, subscribers: SubscriberLookup | None = None) -> None:
     """Queue what ``event`` (raised, decided, reminder, expired) means for each subscriber."""
     if card.undeliverable:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
 from django.utils import timezone
 
 from delegations import rows as row_sql
@@ -15,6 +15,7 @@ from delegations.signals import (
     subagent_request_deleted,
     subagent_requests_changed,
 )
+from delegations.sql import db_value, insert_rows
 from delegations.validation import ObjectInvalid, validate_object
 
 _MODELS: dict[str, type[PlatformObject]] = {
@@ -158,11 +159,12 @@ def objects_mirror_batch(kind: str, objs: list[dict[str, Any]]) -> list[ObjectIn
         _update_rows(model, [row for row, _ in updated])
     if created:
         try:
-            # One INSERT for the objects new to the mirror. A row that appeared meanwhile (only
-            # another writer of the mirror could add one) fails the whole statement, inside a
-            # savepoint: then each object takes the one-by-one path, which handles it.
+            # One plain multi-row INSERT (delegations.sql) for the objects new to the mirror. A
+            # row that appeared meanwhile (only another writer of the mirror could add one)
+            # fails the whole statement, inside a savepoint: then each object takes the
+            # one-by-one path, which handles it.
             with transaction.atomic():
-                model.objects.bulk_create([row for _, row in created])
+                insert_rows([row for _, row in created])
             changes += [(row, None) for _, row in created]
         except IntegrityError:
             slow += [obj for obj, _ in created]
@@ -191,16 +193,15 @@ def _update_rows(model: type[PlatformObject], rows: list[PlatformObject]) -> Non
         if f.name in {"spec", "status", "labels", "resource_version", "generation", "updated_at"}
         or (not f.editable and not f.primary_key and f.name not in {"uid", "creation_timestamp"})
     ]
-    quote = connection.ops.quote_name
+    conn = connections[DEFAULT_DB_ALIAS]  # the thread's own, not the proxy: read per value
+    quote = conn.ops.quote_name
     assignments = ", ".join(f"{quote(f.column)} = %s" for f in fields)
     sql = f"UPDATE {quote(model._meta.db_table)} SET {assignments} WHERE {quote('id')} = %s"  # noqa: S608  (identifiers from the model, values as parameters)
     params = []
     for row in rows:
         row.updated_at = now
-        params.append(
-            [f.get_db_prep_save(getattr(row, f.attname), connection) for f in fields] + [row.pk]
-        )
-    with connection.cursor() as cursor:
+        params.append([db_value(f, getattr(row, f.attname), conn) for f in fields] + [row.pk])
+    with conn.cursor() as cursor:
         cursor.executemany(sql, params)
 
 
@@ -264,6 +265,8 @@ def _new_row(
 ) -> PlatformObject:
     """The unsaved row for an object new to the mirror, as ``_apply`` would store it."""
     metadata = obj["metadata"]
+    # The object's uid given to the constructor, so that no default uid is drawn to be dropped.
+    known = {"uid": metadata["uid"]} if metadata.get("uid") else {}
     row = model(
         namespace=metadata["namespace"],
         name=metadata["name"],
@@ -271,9 +274,8 @@ def _new_row(
         spec=clean.get("spec", {}),
         status=clean["status"],
         labels=metadata.get("labels") or {},
+        **known,
     )
-    if metadata.get("uid"):
-        row.uid = metadata["uid"]
     version = str(metadata.get("resourceVersion", ""))
     if origin != Origin.DATABASE and version:
         row.resource_version = version

@@ -160,7 +160,8 @@ def test_a_failure_while_recording_is_a_handler_error_and_leaves_the_card_open(t
     def refuse(*args, **kwargs):
         raise DatabaseError("disk full")
 
-    monkeypatch.setattr(Decision.objects, "create", refuse)
+    # The Decision row goes in through the lean insert (delegations.sql), not Manager.create.
+    monkeypatch.setattr("approvals.decisions.insert_rows", refuse)
     result = decide(card_for("r"))
     assert result.refusal == Refusal.HANDLER_ERROR
     assert card_for("r").is_open

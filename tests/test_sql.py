@@ -1,0 +1,207 @@
+"""The lean statements of the hot paths (delegations.sql and the decision's reads and writes)
+against the ORM they stand in for.
+
+Covers: insert_rows writes the rows Manager.create / bulk_create would, column by column, and
+sets primary keys; RowReader builds the instances a query would; the decision's one read
+(card, request, whether a subscriber is concerned) for every kind of subscriber, and a
+subscriber stored by anyone (another process) seen by the next decision with no cache to go
+stale; gate 4's plain statement answers as the ORM query; the write-ahead log checkpoint.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.forms.models import model_to_dict
+from django.test import TestCase
+
+from approvals.authorizer import LocalAuthorizer
+from approvals.decisions import card_decide
+from approvals.identity import Identity
+from approvals.models import (
+    AuditAction,
+    AuditEntry,
+    Card,
+    CardApprover,
+    Decision,
+    Notification,
+    ResourceOwner,
+    Subscriber,
+)
+from approvals.selectors import card_for_decision
+from delegations.models import SubagentRequest
+from delegations.sql import RowReader, insert_rows
+from tests import factories
+from tests.conftest import ALICE, BOB
+from tests.factories import card_for, subagent_request
+
+
+def columns(row, *, leave_out=("id",)) -> dict:
+    """Every concrete column of a stored row, read back through the ORM."""
+    stored = type(row).objects.filter(pk=row.pk).values().get()
+    return {k: v for k, v in stored.items() if k not in leave_out}
+
+
+def test_insert_rows_writes_the_audit_row_create_would(team):
+    fields = dict(
+        action=AuditAction.DECIDED,
+        actor_email=ALICE,
+        actor_subject="c3ViamVjdA",
+        channel="web",
+        card_id=7,
+        request_ref="dsd-r-logs",
+        category="data_slot_disclosure",
+        outcome="approved",
+        detail="Ünïcode reason, 'quoted'.",
+    )
+    by_orm = AuditEntry.objects.create(**fields)
+    lean = AuditEntry(**fields)
+    insert_rows([lean])
+    assert lean.pk is not None and lean.pk != by_orm.pk
+    assert not lean._state.adding
+    assert columns(lean, leave_out=("id", "at")) == columns(by_orm, leave_out=("id", "at"))
+    assert abs(columns(lean)["at"] - columns(by_orm)["at"]) < timedelta(seconds=5)
+
+
+def test_insert_rows_writes_cards_with_json_fields_and_approvers_as_the_orm_would(team):
+    subagent_request("r")
+    template = card_for("r")
+    leave_out = ("id", "interaction_id", "request_ref", "slot", "raised_at")  # raised_at: now
+    by_orm = [Card.objects.get(pk=template.pk)]
+    lean = []
+    for i in range(3):
+        card = Card.objects.get(pk=template.pk)
+        card.pk, card._state.adding = None, True
+        card.interaction_id, card.slot, card.request_ref = uuid.uuid4(), f"s{i}", f"dsd-r-s{i}"
+        lean.append(card)
+    insert_rows(lean)
+    assert len({card.pk for card in lean}) == 3
+    for card in lean:
+        assert columns(card, leave_out=leave_out) == columns(by_orm[0], leave_out=leave_out)
+    insert_rows([CardApprover(card=card, email=BOB) for card in lean])
+    assert CardApprover.objects.filter(email=BOB).count() == 3
+
+
+def test_insert_rows_writes_a_mirrored_object_as_bulk_create_would(db):
+    obj = factories.request_object("lean", ns="team")
+    SubagentRequest.objects.bulk_create(
+        [SubagentRequest(namespace="team", name="orm", spec=obj["spec"], status=obj["status"])]
+    )
+    lean = SubagentRequest(namespace="team", name="lean", spec=obj["spec"], status=obj["status"])
+    insert_rows([lean])
+    orm = SubagentRequest.objects.get(name="orm")
+    leave_out = ("id", "name", "uid", "creation_timestamp", "updated_at")
+    assert columns(lean, leave_out=leave_out) == columns(orm, leave_out=leave_out)
+    assert SubagentRequest.objects.get(name="lean").spec == obj["spec"]
+
+
+def test_the_row_reader_builds_the_instance_the_orm_would(team):
+    subagent_request("r")
+    card = card_for("r")
+    reader = RowReader(Card)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {reader.select_list('c')} FROM approvals_card c WHERE c.id = %s",  # noqa: S608
+            [card.pk],
+        )
+        built = reader.build(cursor.fetchone())
+    assert model_to_dict(built) == model_to_dict(card)
+    assert built.expires_at == card.expires_at and built.expires_at.tzinfo is not None
+    assert built.fields == card.fields and built.interaction_id == card.interaction_id
+    assert not built._state.adding
+
+
+def test_the_decision_read_carries_the_card_and_its_request(team):
+    subagent_request("r")
+    read = card_for_decision(card_for("r").pk)
+    assert model_to_dict(read.card) == model_to_dict(card_for("r"))
+    stored = SubagentRequest.objects.get(name="r")
+    assert read.card.request.status == stored.status
+    assert read.card.request.resource_version == stored.resource_version
+    assert read.subscribers_concerned is False
+    assert card_for_decision(10**9) is None
+
+
+def test_the_decision_read_has_no_request_once_it_was_deleted(team):
+    subagent_request("r")
+    card = card_for("r")
+    Card.objects.filter(pk=card.pk).update(request=None)
+    assert card_for_decision(card.pk).card.request is None
+
+
+@pytest.mark.parametrize(
+    ("subscriber", "concerned"),
+    [
+        ({"kind": Subscriber.Kind.WEBHOOK}, True),
+        ({"kind": Subscriber.Kind.WEBHOOK, "enabled": False}, False),
+        ({"kind": Subscriber.Kind.SLACK, "channel_namespace": "team", "channel_name": "web"}, True),
+        (
+            {"kind": Subscriber.Kind.SLACK, "channel_namespace": "team", "channel_name": "other"},
+            False,
+        ),
+    ],
+)
+def test_the_decision_read_says_whether_a_subscriber_is_concerned(team, subscriber, concerned):
+    subagent_request("r")
+    card = card_for("r")
+    assert (card.route_channel_namespace, card.route_channel_name) == ("team", "web")
+    Subscriber.objects.create(name="s", url="https://example.com/hook", **subscriber)
+    assert card_for_decision(card.pk).subscribers_concerned is concerned
+
+
+def test_a_subscriber_stored_elsewhere_is_told_of_the_very_next_decision(team):
+    # Stored with a plain UPDATE/INSERT as another process would (no signal, no cache here to
+    # invalidate): the decision reads who is concerned in its own transaction.
+    subagent_request("r")
+    subagent_request("s")
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        card_decide(
+            card_id=card_for("r").pk, identity=Identity(ALICE), action_id="approve", channel="web"
+        )
+    assert not Notification.objects.exists()
+    subscriber = Subscriber.objects.create(
+        name="runtime", kind=Subscriber.Kind.WEBHOOK, url="https://example.com/h", enabled=False
+    )
+    Subscriber.objects.filter(pk=subscriber.pk).update(enabled=True)
+    with TestCase.captureOnCommitCallbacks(execute=False):
+        card_decide(
+            card_id=card_for("s").pk, identity=Identity(ALICE), action_id="approve", channel="web"
+        )
+    assert list(Notification.objects.values_list("event", flat=True)) == ["interaction_applied"]
+
+
+def test_the_decision_writes_one_decision_row_and_one_audit_entry(team):
+    subagent_request("r")
+    card = card_for("r")
+    with TestCase.captureOnCommitCallbacks(execute=False):
+        result = card_decide(
+            card_id=card.pk,
+            identity=Identity(ALICE),
+            action_id="deny",
+            channel="api",
+            reason="no",
+        )
+    decision = Decision.objects.get()
+    assert decision.pk == result.decision_id and decision.card_id == card.pk
+    assert (decision.outcome, decision.channel, decision.reason) == ("denied", "api", "no")
+    assert decision.decided_by_subject == Identity(ALICE).subject
+    entry = AuditEntry.objects.get(action=AuditAction.DECIDED)
+    assert (entry.card_id, entry.outcome, entry.actor_email) == (card.pk, "denied", ALICE)
+    stored = Card.objects.get(pk=card.pk)
+    assert stored.state == "denied" and stored.closed_at == decision.decided_at
+
+
+@pytest.mark.parametrize("email", [ALICE, ALICE.upper(), f"  {ALICE} ", BOB, ""])
+@pytest.mark.parametrize("tag_id", ["tag-logs", "tag-unknown"])
+def test_gate_four_answers_as_the_orm_query_would(team, email, tag_id):
+    factories.owned_tag("tag-other", BOB)
+    expected = (
+        bool(email)
+        and ResourceOwner.objects.filter(
+            resource__tags__tag_id=tag_id, email=email.strip().lower()
+        ).exists()
+    )
+    assert LocalAuthorizer().may_speak_for(email, tag_id) is expected
