@@ -22,7 +22,7 @@ from approvals.models import (
     Undeliverable,
 )
 from approvals.notify import SubscriberLookup, notify_card
-from delegations import rows as row_sql
+from delegations import sql as row_sql
 from delegations.lineage import DatabaseSessionReader, RoutingError, SessionRef, route_prompt
 from delegations.models import SubagentRequest
 from delegations.platform import (

@@ -7,7 +7,7 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
 from django.utils import timezone
 
-from delegations import rows as row_sql
+from delegations import sql as row_sql
 from delegations.models import AgentSession, Channel, Origin, PlatformObject, SubagentRequest
 from delegations.signals import (
     agent_session_changed,

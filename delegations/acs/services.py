@@ -16,8 +16,8 @@ from typing import Any
 from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
-from delegations import rows as row_sql
 from delegations import services as platform_services
+from delegations import sql as row_sql
 from delegations.acs import chain, config, guardian
 from delegations.acs.models import AcsAnomaly, AcsEntry, AcsSeen, AcsSession, ChainState
 from delegations.acs.wire import (
@@ -98,7 +98,7 @@ def _mark_seen(session: AcsSession, params: dict[str, Any]) -> None:
         # The unique constraint, not a read before the insert, is what refuses the second of two
         # concurrent copies. The caller's transaction is rolled back by the AcsError.
         for row in seen:
-            row_sql.insert(row)
+            row_sql.insert_rows([row])
     except IntegrityError:
         what = "request_id or nonce" if len(seen) > 1 else "request_id"
         raise AcsError(
@@ -289,17 +289,19 @@ def _append(
     }
     previous = session.head_hash or None
     digest = chain.entry_hash(entry, previous)
-    row_sql.insert(
-        AcsEntry(
-            session=session,
-            position=position,
-            entry=entry,
-            previous_hash=previous or "",
-            entry_hash=digest,
-            step_type=method,
-            decision=verdict.decision,
-            reason_codes=verdict.reason_codes,
-        )
+    row_sql.insert_rows(
+        [
+            AcsEntry(
+                session=session,
+                position=position,
+                entry=entry,
+                previous_hash=previous or "",
+                entry_hash=digest,
+                step_type=method,
+                decision=verdict.decision,
+                reason_codes=verdict.reason_codes,
+            )
+        ]
     )
     session.entry_count = position
     session.head_hash = digest

@@ -17,8 +17,8 @@ from django.test.utils import CaptureQueriesContext
 
 from approvals.cards import cards_reroute_undelivered
 from approvals.models import Undeliverable
-from delegations import rows
 from delegations import services as platform_services
+from delegations import sql as rows
 from delegations.acs.models import AcsSession
 from delegations.models import AgentSession, Origin
 from delegations.signals import agent_session_changed
@@ -109,7 +109,7 @@ def test_rows_insert_if_absent_reports_an_existing_key_and_writes_nothing(db):
 
 def test_rows_lock_one_loads_typed_values_and_defers_the_rest(db):
     with transaction.atomic():
-        rows.insert(AcsSession(session_id="b" * 36, intent={"raw": "x"}, agent_id="agent"))
+        rows.insert_rows([AcsSession(session_id="b" * 36, intent={"raw": "x"}, agent_id="agent")])
         found = rows.lock_one(
             AcsSession,
             ["intent", "created_at"],
@@ -131,7 +131,7 @@ def test_rows_lock_one_loads_typed_values_and_defers_the_rest(db):
 def test_rows_update_writes_only_the_named_columns(db):
     with transaction.atomic():
         row = AcsSession(session_id="d" * 36)
-        rows.insert(row)
+        rows.insert_rows([row])
         AcsSession.objects.filter(pk=row.pk).update(agent_id="kept")
         row.head_hash, row.agent_id = "f" * 64, "not written"
         rows.update(row, ["head_hash"])
@@ -202,7 +202,8 @@ def test_rows_prepare_insert_values_as_the_fields_do(db):
         descriptor={"agent_id": "r"},
         spawn_reason_codes=["a"],
     )
-    _, values = rows._insert_sql(row, "")  # sets created_at, as an insert does
     fields = [f for f in AcsSession._meta.concrete_fields if not f.primary_key]
+    # pre_save sets created_at, as an insert does
+    values = [rows.db_value(f, f.pre_save(row, True), connection) for f in fields]
     expected = [f.get_db_prep_save(getattr(row, f.attname), connection) for f in fields]
     assert [str(v) for v in values] == [str(v) for v in expected]
