@@ -50,41 +50,7 @@ def _resource_query(resources: list[str]) -> Q:
     return query
 
 
-class LocalResources:
-    """Owners of named source resources, for prompts that name their resources directly."""
-
-    def resource_owners(self, resources: list[str]) -> set[str]:
-        from approvals.models import ResourceOwner, SourceResource
-
-        known = {
-            f"{kind}:{name}"
-            for kind, name in SourceResource.objects.filter(_resource_query(resources)).values_list(
-                "kind", "name"
-            )
-        }
-        for resource in resources:
-            if resource not in known:
-                raise SourcesUnknown(
-                    f"no source resource {resource} is registered here", resource=resource
-                )
-        return set(
-            ResourceOwner.objects.filter(
-                resource__in=SourceResource.objects.filter(_resource_query(resources))
-            ).values_list("email", flat=True)
-        )
-
-    def owns_any(self, email: str, resources: list[str]) -> bool:
-        from approvals.models import ResourceOwner, SourceResource
-
-        if not email or not resources:
-            return False
-        return ResourceOwner.objects.filter(
-            resource__in=SourceResource.objects.filter(_resource_query(resources)),
-            email=email.strip().lower(),
-        ).exists()
-
-
-class LocalAuthorizer(LocalResources):
+class LocalAuthorizer:
     """Tag -> source resources -> owners, from the approvals tables (fully consistent reads)."""
 
     def source_resources(self, tag_id: str) -> list[str]:
@@ -120,6 +86,36 @@ class LocalAuthorizer(LocalResources):
         with connection.cursor() as cursor:
             cursor.execute(_may_speak_for_sql(connection.vendor), [tag_id, email.strip().lower()])
             return cursor.fetchone() is not None
+
+    def resource_owners(self, resources: list[str]) -> set[str]:
+        from approvals.models import ResourceOwner, SourceResource
+
+        known = {
+            f"{kind}:{name}": pk
+            for pk, kind, name in SourceResource.objects.filter(
+                _resource_query(resources)
+            ).values_list("pk", "kind", "name")
+        }
+        for resource in resources:
+            if resource not in known:
+                raise SourcesUnknown(
+                    f"no source resource {resource} is registered here", resource=resource
+                )
+        return set(
+            ResourceOwner.objects.filter(resource_id__in=known.values()).values_list(
+                "email", flat=True
+            )
+        )
+
+    def owns_any(self, email: str, resources: list[str]) -> bool:
+        from approvals.models import ResourceOwner, SourceResource
+
+        if not email or not resources:
+            return False
+        return ResourceOwner.objects.filter(
+            resource__in=SourceResource.objects.filter(_resource_query(resources)),
+            email=email.strip().lower(),
+        ).exists()
 
 
 @cache

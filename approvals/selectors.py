@@ -60,7 +60,7 @@ def inbox_cards(email: str, *, state: str, namespace: str = "") -> QuerySet[Card
     """
     cards = cards_routed_to(email)
     if namespace:
-        cards = cards.filter(request_namespace=namespace)
+        cards = cards.filter(session_namespace=namespace)
     now = timezone.now()
     if state == "open":
         return cards.filter(state=CardState.OPEN, expires_at__gt=now).order_by("expires_at", "id")
@@ -77,7 +77,7 @@ def inbox_cards(email: str, *, state: str, namespace: str = "") -> QuerySet[Card
 
 def inbox_namespaces(email: str) -> list[str]:
     return sorted(
-        set(cards_routed_to(email).values_list("request_namespace", flat=True).distinct())
+        set(cards_routed_to(email).values_list("session_namespace", flat=True).distinct())
     )
 
 

@@ -290,3 +290,15 @@ def test_a_prompt_raised_through_the_api_is_decided_on_its_card_page_with_its_ow
     assert "“Don&#x27;t run it” chosen by" in answer.content.decode()
     decided = api("read").get(f"/api/v1/cards/{card.interaction_id}").json()
     assert (decided["state"], decided["decision"]["channel"]) == ("denied", "web")
+
+
+def test_a_prompt_raised_through_the_api_has_a_whole_row_in_the_inbox_under_its_namespace(
+    api, team, client, alice
+):
+    api().post(REQUESTS, prompt(lead="worker wants to <b>migrate</b>"))
+    client.force_login(alice)
+    page = client.get("/inbox/", {"namespace": "team"}).content.decode()
+    assert '<td colspan="3" class="task">Tool approval: worker wants to &lt;b&gt;migrate' in page
+    namespaces = page.split('id="id_namespace">', 1)[1].split("</select>", 1)[0]
+    assert namespaces.count("<option value") == 2  # "All namespaces" and team, no blank one
+    assert '<option value="team" selected>team</option>' in namespaces
