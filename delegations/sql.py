@@ -22,7 +22,7 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -73,9 +73,7 @@ def insert_rows(objs: Sequence[models.Model]) -> None:
             cursor.execute(_insert_sql(model, len(part), conn.vendor), params)
             keys = [row[0] for row in cursor.fetchall()]
         for obj, key in zip(part, keys, strict=True):
-            obj.pk = key
-            obj._state.adding = False
-            obj._state.db = conn.alias
+            mark_saved(obj, key)
 
 
 # Fields whose preparation of a str is the str itself (to_python of a str returns it): by far
@@ -157,40 +155,96 @@ def _single_insert_sql(model: type[models.Model], suffix: str, vendor: str) -> s
     return f"INSERT INTO {table} ({columns}) VALUES ({marks}) {suffix} RETURNING {pk}"  # noqa: S608  (identifiers from the model, values as parameters)
 
 
-def insert_if_absent(row: models.Model, *, unique: Sequence[str]) -> bool:
-    """INSERT ``row`` unless a row with the same values of the ``unique`` fields (the exact
-    fields of a unique constraint) exists; True, with the primary key set, when it was inserted.
+class Write(NamedTuple):
+    """One INSERT or UPDATE that returns its row's primary key (or no row), for
+    ``write_together``."""
 
-    ``ON CONFLICT … DO NOTHING`` rather than a savepoint around a failing insert: the statement
-    does not fail, so the caller's transaction stays usable on PostgreSQL without a savepoint.
-    A concurrent inserter of the same key is waited for, then counts as existing.
+    sql: str
+    params: list[Any]
+
+
+def mark_saved(row: models.Model, key: Any) -> None:
+    """Make an instance inserted by ``write_together`` look saved, as ``save()`` leaves it."""
+    row.pk = key
+    row._state.adding = False
+    row._state.db = _connection().alias
+
+
+def insert_write(row: models.Model, *, if_absent: Sequence[str] = ()) -> Write:
+    """The INSERT of unsaved ``row``, values prepared as the fields do. With ``if_absent`` (the
+    exact fields of a unique constraint) ``ON CONFLICT … DO NOTHING``: a row with the same key
+    makes it return no row instead of failing, so the transaction stays usable on PostgreSQL
+    without a savepoint; a concurrent inserter of the same key is waited for, then counts as
+    existing."""
+    conn = _connection()
+    suffix = ""
+    if if_absent:
+        columns = ", ".join(_quote(row._meta.get_field(name).column) for name in if_absent)
+        suffix = f"ON CONFLICT ({columns}) DO NOTHING"
+    values = [db_value(f, f.pre_save(row, True), conn) for f in _insert_fields(type(row))]
+    return Write(_single_insert_sql(type(row), suffix, conn.vendor), values)
+
+
+def update_write(row: models.Model, fields: Sequence[str]) -> Write:
+    """The UPDATE of only ``fields`` of saved ``row`` (by primary key), as
+    ``save(update_fields=…)`` writes them, without reading back or sending signals (for models
+    none are connected to)."""
+    conn = _connection()
+    meta = row._meta
+    targets = [meta.get_field(name) for name in fields]
+    assignments = ", ".join(f"{_quote(f.column)} = %s" for f in targets)
+    values = [db_value(f, f.pre_save(row, add=False), conn) for f in targets]
+    pk = _quote(meta.pk.column)
+    sql = f"UPDATE {_quote(meta.db_table)} SET {assignments} WHERE {pk} = %s RETURNING {pk}"  # noqa: S608  (identifiers from the model, values as parameters)
+    return Write(sql, [*values, row.pk])
+
+
+def write_together(writes: Sequence[Write]) -> list[Any]:
+    """Run ``writes`` in order in the caller's transaction; returns, for each, the key it
+    returned, or None when it wrote no row (an ``if_absent`` insert that met its key, an update
+    of a missing row).
+
+    PostgreSQL: one statement, each write a data-modifying CTE of it, so the whole group costs
+    one round trip; it stands or fails as a whole, and the writes must not touch the same row
+    (they all see the snapshot the statement started with). SQLite, which has no
+    data-modifying CTEs but no round trips either: one statement each, stopping at the first
+    that fails. Raises IntegrityError like the ORM; the caller's transaction must then be
+    rolled back (on PostgreSQL it is aborted).
     """
     conn = _connection()
-    columns = ", ".join(_quote(row._meta.get_field(name).column) for name in unique)
-    statement = _single_insert_sql(type(row), f"ON CONFLICT ({columns}) DO NOTHING", conn.vendor)
-    values = [db_value(f, f.pre_save(row, True), conn) for f in _insert_fields(type(row))]
+    if not writes:
+        return []
     with conn.cursor() as cursor:
-        cursor.execute(statement, values)
-        found = cursor.fetchone()
-    if found is None:
+        if conn.vendor != "postgresql" or len(writes) == 1:
+            found = []
+            for write in writes:
+                cursor.execute(write.sql, write.params)
+                row = cursor.fetchone()
+                found.append(None if row is None else row[0])
+            return found
+        parts = ", ".join(f"w{i} AS ({write.sql})" for i, write in enumerate(writes))
+        keys = ", ".join(f"(SELECT * FROM w{i})" for i in range(len(writes)))  # noqa: S608  (names we number)
+        cursor.execute(
+            f"WITH {parts} SELECT {keys}",
+            [value for write in writes for value in write.params],
+        )
+        return list(cursor.fetchone())
+
+
+def insert_if_absent(row: models.Model, *, unique: Sequence[str]) -> bool:
+    """INSERT ``row`` unless a row with the same values of the ``unique`` fields (the exact
+    fields of a unique constraint) exists; True, with the primary key set, when it was inserted
+    (see ``insert_write``)."""
+    (key,) = write_together([insert_write(row, if_absent=unique)])
+    if key is None:
         return False
-    row.pk = found[0]
-    row._state.adding = False
-    row._state.db = conn.alias
+    mark_saved(row, key)
     return True
 
 
 def update(row: models.Model, fields: Sequence[str]) -> None:
-    """UPDATE only ``fields`` of ``row`` (by primary key), as ``save(update_fields=…)`` does but
-    without reading back or sending signals (none are connected to these models)."""
-    connection = _connection()
-    meta = row._meta
-    targets = [meta.get_field(name) for name in fields]
-    assignments = ", ".join(f"{_quote(f.column)} = %s" for f in targets)
-    values = [db_value(f, f.pre_save(row, add=False), connection) for f in targets]
-    sql = f"UPDATE {_quote(meta.db_table)} SET {assignments} WHERE {_quote(meta.pk.column)} = %s"  # noqa: S608  (identifiers from the model, values as parameters)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*values, row.pk])
+    """UPDATE only ``fields`` of ``row`` (see ``update_write``)."""
+    write_together([update_write(row, fields)])
 
 
 def lock_one(
