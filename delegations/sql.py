@@ -26,11 +26,13 @@ from typing import Any, NamedTuple, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.sqlite3.base import SQLiteCursorWrapper
 from django.db.models import QuerySet
 
 M = TypeVar("M", bound=models.Model)
 
 
+@cache
 def _insert_fields(model: type[models.Model]) -> list[models.Field]:
     # The primary key is the database's to assign (an auto field); every other column is sent.
     return [f for f in model._meta.concrete_fields if not f.primary_key]
@@ -66,9 +68,7 @@ def insert_rows(objs: Sequence[models.Model]) -> None:
     chunk = max(1, min(conn.ops.bulk_batch_size(fields, objs) or len(objs), 65535 // len(fields)))
     for start in range(0, len(objs), chunk):
         part = objs[start : start + chunk]
-        params = [
-            db_value(field, field.pre_save(obj, True), conn) for obj in part for field in fields
-        ]
+        params = [value for obj in part for value in insert_values(obj, conn)]
         with conn.cursor() as cursor:
             cursor.execute(_insert_sql(model, len(part), conn.vendor), params)
             keys = [row[0] for row in cursor.fetchall()]
@@ -87,11 +87,50 @@ def _passes_str(field_class: type[models.Field]) -> bool:
     return issubclass(field_class, _PLAIN_TEXT) and not issubclass(field_class, _NOT_PLAIN)
 
 
+@cache
+def _passes(field: models.Field) -> tuple[type, ...]:
+    """The value types ``field`` (or the field a foreign key points at) prepares to themselves:
+    a str for text, an int for integers, a bool for booleans, None for anything but JSON
+    (where None is a JSON null)."""
+    target = field.target_field if isinstance(field, models.ForeignKey) else field
+    kinds: list[type] = []
+    if _passes_str(type(target)):
+        kinds.append(str)
+    if isinstance(target, models.IntegerField):  # auto, big, small and positive ones included
+        kinds.append(int)
+    if isinstance(target, models.BooleanField):
+        kinds.append(bool)
+    if not isinstance(target, models.JSONField):
+        kinds.append(type(None))
+    return tuple(kinds)
+
+
 def db_value(field: models.Field, value: Any, conn: Any) -> Any:
-    """``field.get_db_prep_save(value, conn)``, skipping the calls for a str in a text field."""
-    if type(value) is str and _passes_str(type(field)):
+    """``field.get_db_prep_save(value, conn)``, skipping the calls for a value the field would
+    prepare to itself (see ``_passes``)."""
+    if type(value) in _passes(field):
         return value
     return field.get_db_prep_save(value, conn)
+
+
+@cache
+def _insert_plan(model: type[models.Model]) -> tuple[tuple[models.Field, str, tuple, bool], ...]:
+    # Per insert field: its attribute, the types it prepares to themselves, and whether its
+    # pre_save computes the value (auto_now, auto_now_add, files; for every other field it is
+    # the attribute itself). Built once per model: a field's own hash is slow to compute.
+    return tuple(
+        (f, f.attname, _passes(f), type(f).pre_save is not models.Field.pre_save)
+        for f in _insert_fields(model)
+    )
+
+
+def insert_values(row: models.Model, conn: Any) -> list[Any]:
+    """The values of unsaved ``row`` for ``_insert_fields``, as ``save()`` would send them."""
+    values = []
+    for field, attname, passes, computed in _insert_plan(type(row)):
+        value = field.pre_save(row, True) if computed else getattr(row, attname)
+        values.append(value if type(value) in passes else field.get_db_prep_save(value, conn))
+    return values
 
 
 class RowReader:
@@ -100,33 +139,19 @@ class RowReader:
 
     def __init__(self, model: type[models.Model]) -> None:
         self.model = model
-        self.fields = list(model._meta.concrete_fields)
+        self.fields = tuple(model._meta.concrete_fields)
         self.names = [f.attname for f in self.fields]
-        self._converters: weakref.WeakKeyDictionary[Any, list] = weakref.WeakKeyDictionary()
 
     def select_list(self, alias: str) -> str:
         quote = connection.ops.quote_name
         return ", ".join(f"{quote(alias)}.{quote(f.column)}" for f in self.fields)
-
-    def _converters_for(self, conn: Any) -> list[tuple[int, list, Any]]:
-        # Per connection (one per thread): the backend's converters are bound to its operations.
-        found = self._converters.get(conn)
-        if found is None:
-            found = []
-            for index, field in enumerate(self.fields):
-                column = field.get_col(self.model._meta.db_table)
-                converters = conn.ops.get_db_converters(column) + column.get_db_converters(conn)
-                if converters:
-                    found.append((index, converters, column))
-            self._converters[conn] = found
-        return found
 
     def build(self, values: Sequence[Any]) -> models.Model:
         """The instance for one row's values (in ``select_list`` order)."""
         # The thread's own connection, not the module-level proxy every thread shares.
         conn = connections[DEFAULT_DB_ALIAS]
         values = list(values)
-        for index, converters, column in self._converters_for(conn):
+        for index, converters, column in _converters(conn, self.model, self.fields):
             value = values[index]
             for converter in converters:
                 value = converter(value, column, conn)
@@ -155,6 +180,29 @@ def _single_insert_sql(model: type[models.Model], suffix: str, vendor: str) -> s
     return f"INSERT INTO {table} ({columns}) VALUES ({marks}) {suffix} RETURNING {pk}"  # noqa: S608  (identifiers from the model, values as parameters)
 
 
+@cache
+def _qmark(sql: str) -> str:
+    # What Django's SQLite cursor does to every statement it runs, once per statement text.
+    return SQLiteCursorWrapper.convert_query(None, sql)  # type: ignore[arg-type]
+
+
+def _fetch_one(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> tuple | None:
+    """Run one statement and return its first row (None when it returned none).
+
+    On SQLite, where a statement costs less than Django's cursor wrapping around it, the
+    statement goes straight to the driver when nobody observes statements (no execute
+    wrappers, no query log, as in tests and DEBUG): the same checks and error translation,
+    without the per-statement conversion and bookkeeping."""
+    if conn.vendor == "sqlite" and not conn.execute_wrappers and not conn.queries_logged:
+        conn.ensure_connection()
+        conn.validate_no_broken_transaction()
+        with conn.wrap_database_errors:
+            return conn.connection.execute(_qmark(sql), params).fetchone()
+    with conn.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone()
+
+
 class Write(NamedTuple):
     """One INSERT or UPDATE that returns its row's primary key (or no row), for
     ``write_together``."""
@@ -181,8 +229,7 @@ def insert_write(row: models.Model, *, if_absent: Sequence[str] = ()) -> Write:
     if if_absent:
         columns = ", ".join(_quote(row._meta.get_field(name).column) for name in if_absent)
         suffix = f"ON CONFLICT ({columns}) DO NOTHING"
-    values = [db_value(f, f.pre_save(row, True), conn) for f in _insert_fields(type(row))]
-    return Write(_single_insert_sql(type(row), suffix, conn.vendor), values)
+    return Write(_single_insert_sql(type(row), suffix, conn.vendor), insert_values(row, conn))
 
 
 def update_write(row: models.Model, fields: Sequence[str]) -> Write:
@@ -214,14 +261,13 @@ def write_together(writes: Sequence[Write]) -> list[Any]:
     conn = _connection()
     if not writes:
         return []
+    if conn.vendor != "postgresql" or len(writes) == 1:
+        found = []
+        for write in writes:
+            row = _fetch_one(conn, write.sql, write.params)
+            found.append(None if row is None else row[0])
+        return found
     with conn.cursor() as cursor:
-        if conn.vendor != "postgresql" or len(writes) == 1:
-            found = []
-            for write in writes:
-                cursor.execute(write.sql, write.params)
-                row = cursor.fetchone()
-                found.append(None if row is None else row[0])
-            return found
         parts = ", ".join(f"w{i} AS ({write.sql})" for i, write in enumerate(writes))
         keys = ", ".join(f"(SELECT * FROM w{i})" for i in range(len(writes)))  # noqa: S608  (names we number)
         cursor.execute(
@@ -260,31 +306,58 @@ def lock_one(
     statement. ``touch`` must be a column no index covers, or SQLite rewrites the index entry.
     """
     connection = _connection()
+    sql, loaded = _lock_statement(model, tuple(fields), where, touch, connection.vendor)
+    found = _fetch_one(connection, sql, [value])
+    if found is None:
+        return None
+    values = list(found)
+    for index, converters, column in _converters(connection, model, loaded):
+        raw = values[index]
+        for converter in converters:
+            raw = converter(raw, column, connection)
+        values[index] = raw
+    return model.from_db(connection.alias, [f.attname for f in loaded], values)
+
+
+@cache
+def _lock_statement(
+    model: type[models.Model], fields: tuple[str, ...], where: str, touch: str, vendor: str
+) -> tuple[str, tuple[models.Field, ...]]:
     meta = model._meta
     # In the model's field order: from_db() matches values to fields in that order.
     wanted = {meta.pk.name, *fields}
-    loaded = [f for f in meta.concrete_fields if f.name in wanted]
+    loaded = tuple(f for f in meta.concrete_fields if f.name in wanted)
     selected = ", ".join(_quote(f.column) for f in loaded)
     table, key = _quote(meta.db_table), _quote(meta.get_field(where).column)
-    if connection.vendor == "sqlite":
+    if vendor == "sqlite":
         same = _quote(meta.get_field(touch).column)
         sql = f"UPDATE {table} SET {same} = {same} WHERE {key} = %s RETURNING {selected}"  # noqa: S608  (identifiers from the model, values as parameters)
     else:
         sql = f"SELECT {selected} FROM {table} WHERE {key} = %s FOR UPDATE"  # noqa: S608  (identifiers from the model, values as parameters)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [value])
-        found = cursor.fetchone()
+    return sql, loaded
+
+
+_CONVERTERS: weakref.WeakKeyDictionary[Any, dict[Any, list]] = weakref.WeakKeyDictionary()
+
+
+def _converters(
+    connection: BaseDatabaseWrapper, model: type[models.Model], loaded: tuple[models.Field, ...]
+) -> list[tuple[int, list, Any]]:
+    """The backend's and the fields' converters of the ``loaded`` columns that have any, by
+    position; per connection (one per thread), since the backend's are bound to it."""
+    known = _CONVERTERS.setdefault(connection, {})
+    found = known.get((model, loaded))
     if found is None:
-        return None
-    values = []
-    for field, raw in zip(loaded, found, strict=True):
-        column = field.get_col(meta.db_table)
-        for converter in connection.ops.get_db_converters(column) + field.get_db_converters(
-            connection
-        ):
-            raw = converter(raw, column, connection)
-        values.append(raw)
-    return model.from_db(connection.alias, [f.attname for f in loaded], values)
+        found = []
+        for index, field in enumerate(loaded):
+            column = field.get_col(model._meta.db_table)
+            converters = connection.ops.get_db_converters(column) + field.get_db_converters(
+                connection
+            )
+            if converters:
+                found.append((index, converters, column))
+        known[(model, loaded)] = found
+    return found
 
 
 @cache
@@ -297,9 +370,7 @@ def exists(build: Callable[[], QuerySet]) -> bool:
     every time (no arguments, constant filters): it is compiled once per process, and each call
     then costs only the statement."""
     sql, params = _exists_sql(build, _connection().vendor)
-    with _connection().cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchone() is not None
+    return _fetch_one(_connection(), sql, params) is not None
 
 
 def _lock_path() -> str | None:
