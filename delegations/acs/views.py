@@ -147,7 +147,10 @@ def _handle(request: HttpRequest, envelope_box: list[Any]) -> dict[str, Any]:
     found = schemas.check(method, payload, "params.payload")
     if found:
         raise AcsError(INVALID_PARAMS, f"invalid params: {found[0]}", {"path": found[0].path})
-    nul = _nul_path(params, "params")
+    # JSON carries U+0000 only as the escape \u0000 (a raw control character is not JSON): a
+    # UTF-8 body without that escape holds none and need not be walked. (A UTF-16 or UTF-32
+    # body, which json also reads, has zero bytes, and is walked.)
+    nul = _nul_path(params, "params") if b"\\u0000" in body or b"\x00" in body else None
     if nul:
         raise AcsError(
             INVALID_PARAMS, f"invalid params: {nul}: U+0000 cannot be recorded", {"path": nul}

@@ -319,6 +319,16 @@ def test_a_nul_character_that_cannot_be_recorded_is_invalid_params(runtime, wher
     assert answer["error"]["data"] == {"path": path}
 
 
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16", "utf-32-le"])
+def test_a_nul_character_is_found_whatever_encoding_json_reads_the_body_in(runtime, encoding):
+    envelope = runtime.envelope("steps/sessionStart", {}, sign=False)
+    envelope["params"]["metadata"]["agent_id"] = "a\x00b"
+    body = json.dumps(signing.sign_request(runtime.key, envelope, KEY_ID)).encode(encoding)
+    answer = runtime.post_raw(body)
+    assert answer["error"]["code"] == -32602
+    assert answer["error"]["data"] == {"path": "params.metadata.agent_id"}
+
+
 def test_a_huge_step_count_is_recorded(runtime):
     child = str(uuid.uuid4())
     runtime.spawn(child, "fresh")
