@@ -305,8 +305,20 @@ def lock_one(
     database's write lock (waiting for it under the busy timeout) and reads the row in the same
     statement. ``touch`` must be a column no index covers, or SQLite rewrites the index entry.
     """
+    return _one_row(model, fields, where, value, touch)
+
+
+def read_one(model: type[M], fields: Sequence[str], *, where: str, value: Any) -> M | None:
+    """The row whose ``where`` field equals ``value``, with only ``fields`` loaded (others load
+    on access), as it stands: no lock. None when there is none."""
+    return _one_row(model, fields, where, value, None)
+
+
+def _one_row(
+    model: type[M], fields: Sequence[str], where: str, value: Any, touch: str | None
+) -> M | None:
     connection = _connection()
-    sql, loaded = _lock_statement(model, tuple(fields), where, touch, connection.vendor)
+    sql, loaded = _row_statement(model, tuple(fields), where, touch, connection.vendor)
     found = _fetch_one(connection, sql, [value])
     if found is None:
         return None
@@ -320,16 +332,20 @@ def lock_one(
 
 
 @cache
-def _lock_statement(
-    model: type[models.Model], fields: tuple[str, ...], where: str, touch: str, vendor: str
+def _row_statement(
+    model: type[models.Model], fields: tuple[str, ...], where: str, touch: str | None, vendor: str
 ) -> tuple[str, tuple[models.Field, ...]]:
+    """The statement reading one row (locking it when ``touch`` is given; see ``lock_one``) and
+    the fields it loads."""
     meta = model._meta
     # In the model's field order: from_db() matches values to fields in that order.
     wanted = {meta.pk.name, *fields}
     loaded = tuple(f for f in meta.concrete_fields if f.name in wanted)
     selected = ", ".join(_quote(f.column) for f in loaded)
     table, key = _quote(meta.db_table), _quote(meta.get_field(where).column)
-    if vendor == "sqlite":
+    if touch is None:
+        sql = f"SELECT {selected} FROM {table} WHERE {key} = %s"  # noqa: S608  (identifiers from the model, values as parameters)
+    elif vendor == "sqlite":
         same = _quote(meta.get_field(touch).column)
         sql = f"UPDATE {table} SET {same} = {same} WHERE {key} = %s RETURNING {selected}"  # noqa: S608  (identifiers from the model, values as parameters)
     else:

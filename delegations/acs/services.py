@@ -11,7 +11,7 @@ raised anywhere rolls all of it back.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
@@ -219,16 +219,44 @@ def step_evaluate(*, method: str, params: dict[str, Any]) -> dict[str, Any]:
     ``metadata.session_state.chain_hash`` is not this session's newest hash (the runtime and this
     Guardian disagree about the chain; nothing is appended).
     """
-    # Hashed before the transaction (it depends only on the request), so locks are held shorter.
+    # What depends only on the request is done before the transaction, so that the session's
+    # lock (and on SQLite the database's one write lock) is held shorter: the request hash and,
+    # for a spawn, the verdict and the rows, made from the parent as it stands now and used
+    # if the locked parent still has that intent.
     digest = chain.request_hash(params)
+    early = _spawn_prepared(params) if method == "steps/subagentStart" else None
     with row_sql.writer_turn() as release, transaction.atomic():
         # The first hook after the commit, ahead of those the step queues (the reroute check,
         # which only reads): the next writer need not wait for them.
         transaction.on_commit(release)
-        return _step_evaluate(method, params, digest)
+        return _step_evaluate(method, params, digest, early)
 
 
-def _step_evaluate(method: str, params: dict[str, Any], request_hash: str) -> dict[str, Any]:
+class _Prepared(NamedTuple):
+    """A spawn evaluated against its parent read without a lock (see ``_spawn_prepared``)."""
+
+    parent_key: int
+    intent: Any
+    verdict: guardian.Verdict
+    spawn: _Spawn | None
+    writes: list[row_sql.Write]
+
+
+def _spawn_prepared(params: dict[str, Any]) -> _Prepared | None:
+    session_id = params["metadata"]["session_id"].lower()
+    parent = row_sql.read_one(
+        AcsSession, ["session_id", "intent"], where="session_id", value=session_id
+    )
+    if parent is None:
+        return None  # refused under the lock, with the reason
+    verdict, spawn = _subagent_start(parent, params, params["payload"])
+    writes = spawn.writes() if spawn is not None else []
+    return _Prepared(parent.pk, parent.intent, verdict, spawn, writes)
+
+
+def _step_evaluate(
+    method: str, params: dict[str, Any], request_hash: str, early: _Prepared | None = None
+) -> dict[str, Any]:
     session_id = params["metadata"]["session_id"].lower()
     session = _lock_for_step(session_id)
     if session is None or session.hello_at is None:
@@ -250,8 +278,13 @@ def _step_evaluate(method: str, params: dict[str, Any], request_hash: str) -> di
     intent_before = (session.intent, session.intent_source)
     payload = params["payload"]
     spawn: _Spawn | None = None
+    spawn_writes: list[row_sql.Write] = []
     if method == "steps/subagentStart":
-        verdict, spawn = _subagent_start(session, params, payload)
+        if early is not None and (early.parent_key, early.intent) == (session.pk, session.intent):
+            verdict, spawn, spawn_writes = early.verdict, early.spawn, early.writes
+        else:  # the parent's intent changed meanwhile (or it was not there): evaluate again
+            verdict, spawn = _subagent_start(session, params, payload)
+            spawn_writes = spawn.writes() if spawn is not None else []
     elif method == "steps/subagentStop":
         verdict = _subagent_stop(session, params, payload)
     elif method == "steps/sessionStart":
@@ -271,8 +304,7 @@ def _step_evaluate(method: str, params: dict[str, Any], request_hash: str) -> di
     # refusal first, then the spawn's child and its place in the lineage, the entry, the head.
     writes = [row_sql.insert_write(row) for row in _seen_rows(session, params)]
     spawned_at = len(writes)
-    if spawn is not None:
-        writes += spawn.writes()
+    writes += spawn_writes
     writes += [row_sql.insert_write(entry), row_sql.update_write(session, changed)]
     try:
         keys = row_sql.write_together(writes)
@@ -281,7 +313,7 @@ def _step_evaluate(method: str, params: dict[str, Any], request_hash: str) -> di
             raise
         raise _replay(session, params) from None
     if spawn is not None:
-        spawn.recorded(*keys[spawned_at : spawned_at + 2])
+        spawn.recorded(*keys[spawned_at : spawned_at + 2], parent=session)
     return {
         "type": "final",
         "acs_version": config.ACS_VERSION,
@@ -377,17 +409,19 @@ class _Spawn:
             row_sql.insert_write(self.lineage, if_absent=platform_services.AGENT_SESSION_KEY),
         ]
 
-    def recorded(self, child_key: Any, lineage_key: Any) -> None:
-        """After the writes: announce the new child, or update the known one."""
+    def recorded(self, child_key: Any, lineage_key: Any, *, parent: AcsSession) -> None:
+        """After the writes: announce the new child, or update the known one. ``parent``: the
+        parent's row as locked by the step."""
         if child_key is not None:
             row_sql.mark_saved(self.child, child_key)
             if lineage_key is not None:
                 row_sql.mark_saved(self.lineage, lineage_key)
                 platform_services.announce(self.lineage, None)
             else:  # a session of that name was already in the lineage: updated under its rules
-                _lineage_apply(self.child, parent=self.parent)
+                _lineage_apply(self.child, parent=parent)
             return
-        _known_child_spawned(self.parent, self.child.session_id, self.spawn, self.request_id)
+        self.spawn["parent"] = parent
+        _known_child_spawned(parent, self.child.session_id, self.spawn, self.request_id)
 
 
 def _subagent_start(

@@ -207,3 +207,28 @@ def test_a_child_claimed_by_a_second_parent_keeps_its_first_parent(runtime):
     assert AgentSession.objects.get(name=child).parent_name == runtime.session_id
     anomaly = AcsSession.objects.get(session_id=other.session_id).anomalies.get()
     assert anomaly.code == "subagent_already_spawned"
+
+
+def test_a_spawn_is_judged_by_the_intent_the_parent_holds_when_the_step_is_recorded(
+    runtime, monkeypatch
+):
+    """The verdict is prepared before the step takes the parent's lock; if the parent's intent
+    changes in between (another request of the session), the step judges the spawn again."""
+    from delegations.acs import services
+
+    runtime.session_start(intent(("search",)))
+    prepare = services._spawn_prepared
+
+    def intent_changes_meanwhile(params):
+        prepared = prepare(params)
+        AcsSession.objects.filter(session_id=runtime.session_id).update(
+            intent=intent(("git", "read", "repo-a"))
+        )
+        return prepared
+
+    monkeypatch.setattr(services, "_spawn_prepared", intent_changes_meanwhile)
+    child = str(uuid.uuid4())
+    answer = runtime.spawn(child, "inherit_subset", child_intent=intent(("search",)))
+    assert answer["decision"] == "deny"
+    assert answer["policy_data"]["offending_capability"] == {"tool": "search"}
+    assert AcsSession.objects.get(session_id=child).spawn_decision == "deny"
