@@ -32,7 +32,7 @@ from approvals.models import (
 )
 from approvals.notify import NoSubscribers, notify_card, notify_refusal
 from approvals.selectors import card_for_decision
-from delegations.sql import insert_rows
+from delegations.sql import Write, insert_write, mark_saved, write_together
 
 logger = logging.getLogger(__name__)
 
@@ -100,8 +100,9 @@ def _leave_open_sql(vendor: str) -> str:
     )
 
 
-def _card_leave_open(card_id: int, outcome: str, now: datetime) -> bool:
-    """Move the card from OPEN to ``outcome``; False when it was no longer open.
+def _leave_open_write(card_id: int, outcome: str, now: datetime) -> Write:
+    """Move the card from OPEN to ``outcome``, returning its id; no row when it was no longer
+    open.
 
     The race guard of the first-wins rule: of two writers, the second waits on the row lock
     (PostgreSQL) or the write lock (SQLite) and then matches no row. One plain statement, the
@@ -109,11 +110,10 @@ def _card_leave_open(card_id: int, outcome: str, now: datetime) -> bool:
     the ORM's compilation of it.
     """
     closed_at = Card._meta.get_field("closed_at").get_db_prep_save(now, connection)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _leave_open_sql(connection.vendor), [outcome, closed_at, card_id, CardState.OPEN]
-        )
-        return cursor.rowcount == 1
+    return Write(
+        _leave_open_sql(connection.vendor) + " RETURNING id",
+        [outcome, closed_at, card_id, CardState.OPEN],
+    )
 
 
 def may_decide(card: Card, email: str) -> bool:
@@ -239,16 +239,13 @@ def _decide(
             card.refresh_from_db()  # closed meanwhile by someone else: say by whom
         return _closed_card_refusal(card)
     # Record. The conditional UPDATE is the race guard: of two writers, the second waits on the
-    # row lock and then matches no row, because the first moved the state off OPEN.
+    # row lock and then matches no row, because the first moved the state off OPEN; the
+    # Decision and its audit entry are written only if it matched (one statement on
+    # PostgreSQL, delegations.sql.write_together).
     outcome = CardState.APPROVED if action_id == APPROVE_ACTION else CardState.DENIED
-    if not _card_leave_open(card.pk, outcome, now):
-        card.refresh_from_db()
-        return _closed_card_refusal(card)
     # Only a disclosure card has a SubagentRequest to write to; a prompt raised through the
     # API is read back by its requester (GET, or the webhook event).
     writes_status = card.category == Category.DATA_SLOT_DISCLOSURE and bool(card.request_name)
-    # No savepoint: the UPDATE above already admitted exactly one decider, so the one-to-one
-    # constraint can only fire on a bug, which rolls everything back (handler_error).
     decision = Decision(
         card=card,
         outcome=outcome,
@@ -260,24 +257,33 @@ def _decide(
         reason=reason,
         delivery=Delivery.RECORDED if writes_status else Delivery.NONE,
     )
+    audit = AuditEntry(
+        action=AuditAction.DECIDED,
+        actor_email=identity.email,
+        actor_subject=identity.subject,
+        channel=channel,
+        card_id=card.pk,
+        request_ref=card.request_ref,
+        category=card.category,
+        outcome=outcome,
+        detail=reason,
+    )
     # Both rows as Decision.objects.create and AuditEntry.objects.create would write them (no
-    # signals are connected to either), without the ORM's compilation of each INSERT.
-    insert_rows([decision])
-    insert_rows(
+    # signals are connected to either). No savepoint: the UPDATE admits exactly one decider,
+    # so the one-to-one constraint can only fire on a bug, which rolls everything back
+    # (handler_error).
+    left_open, decision_key, audit_key = write_together(
         [
-            AuditEntry(
-                action=AuditAction.DECIDED,
-                actor_email=identity.email,
-                actor_subject=identity.subject,
-                channel=channel,
-                card_id=card.pk,
-                request_ref=card.request_ref,
-                category=card.category,
-                outcome=outcome,
-                detail=reason,
-            )
+            _leave_open_write(card.pk, outcome, now),
+            insert_write(decision, after=0),
+            insert_write(audit, after=0),
         ]
     )
+    if left_open is None:
+        card.refresh_from_db()
+        return _closed_card_refusal(card)
+    mark_saved(decision, decision_key)
+    mark_saved(audit, audit_key)
     if writes_status:
         # First after commit: the status write is what the waiting delegation needs; pushes,
         # notifications and the session's pendingInteractions follow it.

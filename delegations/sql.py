@@ -205,10 +205,13 @@ def _fetch_one(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> tu
 
 class Write(NamedTuple):
     """One INSERT or UPDATE that returns its row's primary key (or no row), for
-    ``write_together``."""
+    ``write_together``. ``after``: the index of an earlier write of the group; this one runs only
+    if that one returned a row (``guarded`` is then its statement inside the group)."""
 
     sql: str
     params: list[Any]
+    after: int | None = None
+    guarded: str = ""
 
 
 def mark_saved(row: models.Model, key: Any) -> None:
@@ -218,18 +221,38 @@ def mark_saved(row: models.Model, key: Any) -> None:
     row._state.db = _connection().alias
 
 
-def insert_write(row: models.Model, *, if_absent: Sequence[str] = ()) -> Write:
+def insert_write(
+    row: models.Model, *, if_absent: Sequence[str] = (), after: int | None = None
+) -> Write:
     """The INSERT of unsaved ``row``, values prepared as the fields do. With ``if_absent`` (the
     exact fields of a unique constraint) ``ON CONFLICT … DO NOTHING``: a row with the same key
     makes it return no row instead of failing, so the transaction stays usable on PostgreSQL
     without a savepoint; a concurrent inserter of the same key is waited for, then counts as
-    existing."""
+    existing. With ``after``, only if that earlier write of the group returned a row."""
     conn = _connection()
     suffix = ""
     if if_absent:
         columns = ", ".join(_quote(row._meta.get_field(name).column) for name in if_absent)
         suffix = f"ON CONFLICT ({columns}) DO NOTHING"
-    return Write(_single_insert_sql(type(row), suffix, conn.vendor), insert_values(row, conn))
+    sql = _single_insert_sql(type(row), suffix, conn.vendor)
+    guarded = "" if after is None else _guarded_insert_sql(type(row), suffix, after, conn.vendor)
+    return Write(sql, insert_values(row, conn), after, guarded)
+
+
+@cache
+def _guarded_insert_sql(model: type[models.Model], suffix: str, after: int, vendor: str) -> str:
+    """``_single_insert_sql`` as a member of a ``write_together`` group that inserts only if the
+    group's write ``after`` returned a row (PostgreSQL assigns the parameters' types from the
+    target columns, as for VALUES)."""
+    quote = connection.ops.quote_name
+    fields = _insert_fields(model)
+    columns = ", ".join(quote(f.column) for f in fields)
+    marks = ", ".join(["%s"] * len(fields))
+    table, pk = quote(model._meta.db_table), quote(model._meta.pk.column)
+    return (
+        f"INSERT INTO {table} ({columns}) SELECT {marks} WHERE EXISTS (SELECT 1 FROM w{after}) "  # noqa: S608  (identifiers from the model, values as parameters)
+        f"{suffix} RETURNING {pk}"
+    )
 
 
 def update_write(row: models.Model, fields: Sequence[str]) -> Write:
@@ -262,13 +285,18 @@ def write_together(writes: Sequence[Write]) -> list[Any]:
     if not writes:
         return []
     if conn.vendor != "postgresql" or len(writes) == 1:
-        found = []
+        found: list[Any] = []
         for write in writes:
+            if write.after is not None and found[write.after] is None:
+                found.append(None)
+                continue
             row = _fetch_one(conn, write.sql, write.params)
             found.append(None if row is None else row[0])
         return found
     with conn.cursor() as cursor:
-        parts = ", ".join(f"w{i} AS ({write.sql})" for i, write in enumerate(writes))
+        parts = ", ".join(
+            f"w{i} AS ({write.guarded or write.sql})" for i, write in enumerate(writes)
+        )
         keys = ", ".join(f"(SELECT * FROM w{i})" for i in range(len(writes)))  # noqa: S608  (names we number)
         cursor.execute(
             f"WITH {parts} SELECT {keys}",

@@ -157,11 +157,15 @@ def test_a_card_that_does_not_exist_is_already_resolved(team):
 def test_a_failure_while_recording_is_a_handler_error_and_leaves_the_card_open(team, monkeypatch):
     subagent_request("r")
 
-    def refuse(*args, **kwargs):
-        raise DatabaseError("disk full")
+    from delegations import sql
 
-    # The Decision row goes in through the lean insert (delegations.sql), not Manager.create.
-    monkeypatch.setattr("approvals.decisions.insert_rows", refuse)
+    def card_leaves_open_then_the_disk_fills(writes):
+        sql.write_together(writes[:1])  # the card leaves OPEN...
+        raise DatabaseError("disk full")  # ...and its Decision cannot be written
+
+    # The card's UPDATE and the Decision go in together through the lean writes
+    # (delegations.sql), not the ORM.
+    monkeypatch.setattr("approvals.decisions.write_together", card_leaves_open_then_the_disk_fills)
     result = decide(card_for("r"))
     assert result.refusal == Refusal.HANDLER_ERROR
     assert card_for("r").is_open
