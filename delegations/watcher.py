@@ -6,8 +6,9 @@ exponential backoff on anything transient. The client's own Watch is not used: w
 stops reconnecting, and it decodes custom objects three times over.
 
 A reader thread decodes the stream into a queue; the watcher applies whatever has arrived in one
-transaction (up to BATCH_SIZE events), so a burst costs one commit while a lone event is applied
-at once. Events of one object are applied in the order they came.
+transaction (events of up to BATCH_OBJECTS distinct objects, at most BATCH_EVENTS events), so a
+burst costs one commit while a lone event is applied at once. Events of one object are applied in
+the order they came.
 """
 
 from __future__ import annotations
@@ -28,7 +29,13 @@ from delegations.store import Expired, StoreError
 logger = logging.getLogger(__name__)
 
 WATCHED_KINDS = ("Channel", "AgentSession", "SubagentRequest")
-BATCH_SIZE = 500
+# A batch's cost is its writes, one per distinct object (only an object's last event is applied),
+# so it is bounded by objects: a burst of re-checks of the same few hundred objects is applied
+# in one transaction, not one per few hundred events. The bound on events only limits how long
+# the applier drains a queue the reader keeps filling before it commits what it has.
+BATCH_OBJECTS = 500
+BATCH_EVENTS = 5000
+QUEUE_EVENTS = 2000  # decoded events waiting for the applier; the reader blocks beyond
 _END = object()
 
 
@@ -141,29 +148,40 @@ class KindWatcher(threading.Thread):
             self._stream = stream
         if self.stop_event.is_set():
             stream.close()
-        events: queue.Queue[Any] = queue.Queue(maxsize=BATCH_SIZE * 4)
+        events: queue.Queue[Any] = queue.Queue(maxsize=QUEUE_EVENTS)
         reader = threading.Thread(target=self._read, args=(stream, events), daemon=True)
         reader.start()
         try:
-            while True:
-                try:
-                    batch = [events.get(timeout=0.5)]
-                except queue.Empty:
-                    if self.stop_event.is_set():
-                        return version
-                    continue
-                while len(batch) < BATCH_SIZE and batch[-1] is not _END:
-                    try:
-                        batch.append(events.get_nowait())
-                    except queue.Empty:
-                        break
-                version = self._apply(batch, version)
-                if batch[-1] is _END or self.stop_event.is_set():
-                    return version
+            return self.consume(events, version)
         finally:
             stream.close()
             with self._lock:
                 self._stream = None
+
+    def consume(self, events: queue.Queue[Any], version: str) -> str:
+        """Apply what ``events`` brings, batch by batch, until its end marker (a reader's, or
+        ``end_of(events)``) or until ``stop`` is set; return the last resourceVersion applied.
+        Raises what ``_apply`` raises."""
+        while True:
+            try:
+                batch = [events.get(timeout=0.5)]
+            except queue.Empty:
+                if self.stop_event.is_set():
+                    return version
+                continue
+            objects: set[tuple[str, str]] = set()
+            while len(batch) < BATCH_EVENTS and len(objects) < BATCH_OBJECTS and _more(batch[-1]):
+                try:
+                    item = events.get_nowait()
+                except queue.Empty:
+                    break
+                batch.append(item)
+                if type(item) is dict:
+                    metadata = (item.get("object") or {}).get("metadata") or {}
+                    objects.add((metadata.get("namespace", ""), metadata.get("name", "")))
+            version = self._apply(batch, version)
+            if batch[-1] is _END or self.stop_event.is_set():
+                return version
 
     def _apply(self, batch: list[Any], version: str) -> str:
         """Apply a batch in one transaction; return the resourceVersion it brings us to.
@@ -203,6 +221,18 @@ class KindWatcher(threading.Thread):
         if failure is not None:
             raise failure
         return version
+
+
+def _more(item: Any) -> bool:
+    """Whether a batch ending in ``item`` may take more: not after the end, a reader's failure
+    or an ERROR event, which ``_apply`` raises once the events before it are applied."""
+    return type(item) is dict and item.get("type") != "ERROR"
+
+
+def end_of(events: queue.Queue[Any]) -> None:
+    """Mark the end of ``events`` for ``KindWatcher.consume`` (as a reader does at the end of
+    its stream)."""
+    events.put(_END)
 
 
 def start_watchers(
