@@ -52,7 +52,7 @@ def main() -> None:
     from delegations.kube import KubeAdapter, load_api_client
     from delegations.mirror import Mirror
     from delegations.models import SubagentRequest
-    from delegations.watcher import KindWatcher, end_of
+    from delegations.watcher import Batch, KindWatcher
     from tests.factories import owned_tag, request_object
 
     server = ApiServerProcess()
@@ -151,7 +151,7 @@ def main() -> None:
             self.reached = threading.Event()
             self.reached_at = 0.0
 
-        def _apply(self, batch: list[Any], version: str) -> str:
+        def _apply(self, batch: Batch, version: str) -> str:
             version = super()._apply(batch, version)
             if version == end_version and not self.reached.is_set():
                 self.reached_at = time.perf_counter()
@@ -171,34 +171,43 @@ def main() -> None:
         events.close()
         return count, seconds
 
-    def in_thread(target: Any, *args: Any) -> tuple[threading.Thread, threading.Event]:
-        """Run ``target`` in a thread whose database connection is open before ``go`` is set
-        (a running watcher has one), and closed when it ends: the scratch database can only be
-        dropped once no connection uses it."""
-        go = threading.Event()
+    class Runner(threading.Thread):
+        """One thread that runs every round's watcher, as a live watcher thread follows stream
+        after stream: its database connection (and whatever else a thread sets up on first use)
+        is warm before the first clock starts, and is closed when it ends, so that the scratch
+        database can be dropped."""
 
-        def run() -> None:
+        def __init__(self) -> None:
+            super().__init__(name="bench-watcher")
+            self.jobs: queue.Queue[Any] = queue.Queue()
+            self.start()
+
+        def run(self) -> None:
             try:
                 connection.ensure_connection()
-                go.wait()
-                target(*args)
+                while (job := self.jobs.get()) is not None:
+                    job()
             finally:
                 connection.close()
 
-        thread = threading.Thread(target=run)
-        thread.start()
-        return thread, go
+    runner = Runner()
 
     def mirror_over_http() -> tuple[int, float, int]:
         watcher = TimedWatcher()
-        runner, go = in_thread(watcher.follow, start_version)
-        time.sleep(0.05)  # let the thread connect before the clock starts
+        done = threading.Event()
+
+        def job() -> None:
+            try:
+                watcher.follow(start_version)
+            finally:
+                done.set()
+
         began = time.perf_counter()
-        go.set()
-        while not watcher.reached.wait(0.5) and runner.is_alive():
+        runner.jobs.put(job)
+        while not watcher.reached.wait(0.5) and not done.is_set():
             pass
         watcher.halt()
-        runner.join()
+        done.wait()
         if not watcher.reached.is_set():
             raise SystemExit("the watcher stopped before the last event of the history")
         return watcher.stats.events, watcher.reached_at - began, watcher.stats.batches
@@ -238,13 +247,9 @@ def main() -> None:
     decoded = [json.loads(line) for line in lines]
     decode_seconds = time.perf_counter() - began
     fresh_mirror()
-    backlog: queue.Queue[Any] = queue.Queue()
-    for event in decoded:
-        backlog.put(event)
-    end_of(backlog)
     replay = KindWatcher(adapter, "SubagentRequest", None, threading.Event())
     began = time.perf_counter()
-    replay.consume(backlog, start_version)
+    replay.consume(decoded, start_version)
     memory_seconds = time.perf_counter() - began
     memory_cards = Card.objects.filter(request_name__in=history).count()
 
@@ -274,6 +279,8 @@ def main() -> None:
             ),
         ],
     )
+    runner.jobs.put(None)
+    runner.join()
     adapter.close()
     server.stop()
 

@@ -12,12 +12,25 @@ queue SQLite writers take turns on.
 
 They send no model signals (like ``bulk_create`` and ``update``), so they are for models whose
 ``save()`` adds nothing the caller has not done itself.
+
+Many rows at once (a watch batch's objects, cards and approvers): on SQLite one multi-row INSERT,
+or one UPDATE run by ``executemany``, both native to its driver. On PostgreSQL the rows travel as
+one JSON document, unpacked by ``jsonb_to_recordset`` in a single INSERT … SELECT or UPDATE …
+FROM: psycopg binds parameters on the client by default (Django's choice), so a multi-row VALUES
+statement is thousands of placeholders split and quoted in Python and a statement the server
+parses and plans afresh, and ``executemany`` is one statement per row; a document is one
+``json.dumps`` and one parameter. Rows with a value JSON cannot spell exactly (bytes, an
+interval, a JSONField with its own encoder, ...) take the VALUES or ``executemany`` way.
 """
 
 from __future__ import annotations
 
+import datetime
 import fcntl
+import json
+import math
 import os
+import uuid
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -49,8 +62,9 @@ def _insert_sql(model: type[models.Model], rows: int, vendor: str) -> str:
 
 
 def insert_rows(objs: Sequence[models.Model]) -> None:
-    """Insert unsaved instances of one model with one INSERT ... RETURNING per chunk; sets
-    their primary keys, as ``bulk_create`` does.
+    """Insert unsaved instances of one model with one INSERT ... RETURNING per chunk (on
+    PostgreSQL usually one for all, from a JSON document); sets their primary keys, as
+    ``bulk_create`` does.
 
     Precondition: inside the caller's transaction when several chunks must stand or fall
     together; related objects assigned before they were saved must have had their key copied
@@ -61,6 +75,14 @@ def insert_rows(objs: Sequence[models.Model]) -> None:
     model = type(objs[0])
     fields = _insert_fields(model)
     conn = connections[DEFAULT_DB_ALIAS]  # the thread's own, not the proxy: read per value
+    if conn.vendor == "postgresql":
+        document = _json_document(objs, fields, conn, add=True)
+        if document is not None:
+            with conn.cursor() as cursor:
+                cursor.execute(_insert_from_json_sql(model), [document])
+                keys = [row[0] for row in cursor.fetchall()]
+            _set_keys(objs, keys, conn)
+            return
     # The backend's own limit on parameters per statement (SQLite's), as bulk_create uses it,
     # and never more than PostgreSQL's protocol admits in one statement (65,535).
     chunk = max(1, min(conn.ops.bulk_batch_size(fields, objs) or len(objs), 65535 // len(fields)))
@@ -72,10 +94,128 @@ def insert_rows(objs: Sequence[models.Model]) -> None:
         with conn.cursor() as cursor:
             cursor.execute(_insert_sql(model, len(part), conn.vendor), params)
             keys = [row[0] for row in cursor.fetchall()]
-        for obj, key in zip(part, keys, strict=True):
-            obj.pk = key
-            obj._state.adding = False
-            obj._state.db = conn.alias
+        _set_keys(part, keys, conn)
+
+
+def _set_keys(objs: Sequence[models.Model], keys: list[Any], conn: Any) -> None:
+    for obj, key in zip(objs, keys, strict=True):
+        obj.pk = key
+        obj._state.adding = False
+        obj._state.db = conn.alias
+
+
+def update_rows(objs: Sequence[models.Model], fields: Sequence[models.Field]) -> None:
+    """UPDATE ``fields`` of stored instances of one model, by primary key, as
+    ``save(update_fields=…)`` would write them (values taken as they are: ``pre_save`` is not
+    called, so the caller sets ``auto_now`` fields itself). Sends no signals.
+
+    Precondition: distinct rows (on PostgreSQL a row listed twice is updated once, with either
+    values). SQLite: one statement run by ``executemany``; PostgreSQL: one UPDATE … FROM a JSON
+    document of all the rows.
+    """
+    if not objs:
+        return
+    model = type(objs[0])
+    conn = connections[DEFAULT_DB_ALIAS]  # the thread's own, not the proxy: read per value
+    pk = model._meta.pk
+    if conn.vendor == "postgresql":
+        document = _json_document(objs, [*fields, pk], conn, add=False)
+        if document is not None:
+            with conn.cursor() as cursor:
+                cursor.execute(_update_from_json_sql(model, tuple(fields)), [document])
+            return
+    quote = conn.ops.quote_name
+    assignments = ", ".join(f"{quote(f.column)} = %s" for f in fields)
+    sql = f"UPDATE {quote(model._meta.db_table)} SET {assignments} WHERE {quote(pk.column)} = %s"  # noqa: S608  (identifiers from the model, values as parameters)
+    params = [
+        [db_value(f, getattr(obj, f.attname), conn) for f in fields] + [obj.pk] for obj in objs
+    ]
+    with conn.cursor() as cursor:
+        cursor.executemany(sql, params)
+
+
+class _NoJsonSpelling(Exception):
+    pass
+
+
+def _json_value(field: models.Field, value: Any, conn: Any) -> Any:
+    """``value`` as a JSON document carries it to ``jsonb_to_recordset``, which reads it back
+    with the column type's input function: what the ORM would send, spelt so that it reads
+    back the same. Raises _NoJsonSpelling when there is no exact spelling."""
+    if isinstance(field, models.JSONField):
+        # The ORM sends json.dumps(value) (SQL NULL for None, as a JSON null reads back).
+        if field.encoder is not None or hasattr(value, "as_sql"):
+            raise _NoJsonSpelling
+        return value
+    if type(value) is str and _passes_str(type(field)):
+        return value
+    value = field.get_db_prep_save(value, conn)
+    kind = type(value)
+    # str and int subclasses (choices) included: JSON spells them as psycopg sends them.
+    if value is None or isinstance(value, str | int):
+        return value
+    if kind is float and math.isfinite(value):
+        return value
+    if kind is datetime.datetime and value.tzinfo is not None:
+        return value.isoformat()
+    if kind is datetime.date or kind is uuid.UUID:
+        return str(value)
+    raise _NoJsonSpelling
+
+
+def _json_document(
+    objs: Sequence[models.Model], fields: Sequence[models.Field], conn: Any, *, add: bool
+) -> str | None:
+    """The rows as one JSON array of objects keyed by column; None when a value has no exact
+    JSON spelling. ``add``: values are taken through ``pre_save`` as for an INSERT."""
+    try:
+        if add:
+            rows = [
+                {f.column: _json_value(f, f.pre_save(obj, True), conn) for f in fields}
+                for obj in objs
+            ]
+        else:
+            rows = [
+                {f.column: _json_value(f, getattr(obj, f.attname), conn) for f in fields}
+                for obj in objs
+            ]
+    except _NoJsonSpelling:
+        return None
+    return json.dumps(rows)
+
+
+def _record_columns(fields: Sequence[models.Field]) -> str:
+    """The column list of ``jsonb_to_recordset(…) AS v(…)``. Types without their modifiers
+    (varchar, not varchar(63)), as Django's UNNEST inserts do: a value too long then fails
+    when stored, as in a plain INSERT, instead of being cut by a cast."""
+    quote = connection.ops.quote_name
+    return ", ".join(f"{quote(f.column)} {f.db_type(connection).split('(')[0]}" for f in fields)
+
+
+@cache
+def _insert_from_json_sql(model: type[models.Model]) -> str:
+    quote = connection.ops.quote_name
+    fields = _insert_fields(model)
+    columns = ", ".join(quote(f.column) for f in fields)
+    # WITH ORDINALITY … ORDER BY: rows are inserted, and their keys returned, in list order.
+    return (
+        f"INSERT INTO {quote(model._meta.db_table)} ({columns}) "  # noqa: S608  (identifiers from the model)
+        f"SELECT {columns} FROM ROWS FROM (jsonb_to_recordset(%s::jsonb) "
+        f"AS ({_record_columns(fields)})) WITH ORDINALITY AS v({columns}, _n) ORDER BY _n "
+        f"RETURNING {quote(model._meta.pk.column)}"
+    )
+
+
+@cache
+def _update_from_json_sql(model: type[models.Model], fields: tuple[models.Field, ...]) -> str:
+    quote = connection.ops.quote_name
+    pk = quote(model._meta.pk.column)
+    assignments = ", ".join(f"{quote(f.column)} = v.{quote(f.column)}" for f in fields)
+    return (
+        f"UPDATE {quote(model._meta.db_table)} AS t SET {assignments} "  # noqa: S608  (identifiers from the model)
+        f"FROM jsonb_to_recordset(%s::jsonb) AS v({_record_columns([*fields, model._meta.pk])}) "
+        f"WHERE t.{pk} = v.{pk}"
+    )
 
 
 # Fields whose preparation of a str is the str itself (to_python of a str returns it): by far
