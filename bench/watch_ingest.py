@@ -150,11 +150,13 @@ def main() -> None:
             )
             self.reached = threading.Event()
             self.reached_at = 0.0
+            self.batches = 0
 
         def _apply(self, batch: Batch, version: str) -> str:
             version = super()._apply(batch, version)
             if version == end_version and not self.reached.is_set():
                 self.reached_at = time.perf_counter()
+                self.batches = self.stats.batches
                 self.reached.set()
             return version
 
@@ -210,7 +212,7 @@ def main() -> None:
         done.wait()
         if not watcher.reached.is_set():
             raise SystemExit("the watcher stopped before the last event of the history")
-        return watcher.stats.events, watcher.reached_at - began, watcher.stats.batches
+        return watcher.stats.events, watcher.reached_at - began, watcher.batches
 
     rows: list[tuple[str, str]] = []
     ratios: list[float] = []

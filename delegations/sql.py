@@ -147,9 +147,7 @@ def _json_value(field: models.Field, value: Any, conn: Any) -> Any:
         if field.encoder is not None or hasattr(value, "as_sql"):
             raise _NoJsonSpelling
         return value
-    if type(value) is str and _passes_str(type(field)):
-        return value
-    value = field.get_db_prep_save(value, conn)
+    value = db_value(field, value, conn)
     kind = type(value)
     # str and int subclasses (choices) included: JSON spells them as psycopg sends them.
     if value is None or isinstance(value, str | int):
@@ -218,20 +216,36 @@ def _update_from_json_sql(model: type[models.Model], fields: tuple[models.Field,
     )
 
 
-# Fields whose preparation of a str is the str itself (to_python of a str returns it): by far
-# the most values of a card or a mirrored object, prepared per value in a burst of hundreds.
+# Fields that prepare a value of some types as the value itself (to_python returns it, the
+# backend adapts nothing): by far the most values of a card or a mirrored object, prepared per
+# value in a burst of hundreds, so the calls are skipped for them.
 _PLAIN_TEXT = (models.CharField, models.TextField)
 _NOT_PLAIN = (models.UUIDField, models.GenericIPAddressField, models.FilePathField)
+_NONE_IS_NULL = (*_PLAIN_TEXT, models.IntegerField, models.DateTimeField)
 
 
 @cache
-def _passes_str(field_class: type[models.Field]) -> bool:
-    return issubclass(field_class, _PLAIN_TEXT) and not issubclass(field_class, _NOT_PLAIN)
+def _passes(field: models.Field, kind: type) -> bool:
+    """Whether ``field.get_db_prep_save`` returns every value of exactly type ``kind`` as it is,
+    on SQLite and PostgreSQL alike."""
+    if field.many_to_one:  # a ForeignKey: None is NULL, its target field prepares the rest
+        return kind is type(None) or _passes(field.target_field, kind)
+    cls = type(field)
+    if issubclass(cls, _NOT_PLAIN):
+        return False
+    if kind is str:
+        return issubclass(cls, _PLAIN_TEXT)
+    if kind is int:
+        return issubclass(cls, models.IntegerField)
+    if kind is bool:
+        return issubclass(cls, models.BooleanField)
+    return kind is type(None) and issubclass(cls, _NONE_IS_NULL)
 
 
 def db_value(field: models.Field, value: Any, conn: Any) -> Any:
-    """``field.get_db_prep_save(value, conn)``, skipping the calls for a str in a text field."""
-    if type(value) is str and _passes_str(type(field)):
+    """``field.get_db_prep_save(value, conn)``, skipping the calls for a value it would return
+    as it is (a str in a text field, an int in an integer field or a foreign key, ...)."""
+    if _passes(field, type(value)):
         return value
     return field.get_db_prep_save(value, conn)
 
