@@ -35,6 +35,7 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
+from operator import attrgetter
 from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
@@ -76,7 +77,7 @@ def insert_rows(objs: Sequence[models.Model]) -> None:
     fields = _insert_fields(model)
     conn = connections[DEFAULT_DB_ALIAS]  # the thread's own, not the proxy: read per value
     if conn.vendor == "postgresql":
-        document = _json_document(objs, fields, conn, add=True)
+        document = _json_document(objs, _json_row(model, None, add=True), conn)
         if document is not None:
             with conn.cursor() as cursor:
                 cursor.execute(_insert_from_json_sql(model), [document])
@@ -86,11 +87,10 @@ def insert_rows(objs: Sequence[models.Model]) -> None:
     # The backend's own limit on parameters per statement (SQLite's), as bulk_create uses it,
     # and never more than PostgreSQL's protocol admits in one statement (65,535).
     chunk = max(1, min(conn.ops.bulk_batch_size(fields, objs) or len(objs), 65535 // len(fields)))
+    row = _db_row(model, None, add=True)
     for start in range(0, len(objs), chunk):
         part = objs[start : start + chunk]
-        params = [
-            db_value(field, field.pre_save(obj, True), conn) for obj in part for field in fields
-        ]
+        params = [value for obj in part for value in row(obj, conn)]
         with conn.cursor() as cursor:
             cursor.execute(_insert_sql(model, len(part), conn.vendor), params)
             keys = [row[0] for row in cursor.fetchall()]
@@ -117,37 +117,63 @@ def update_rows(objs: Sequence[models.Model], fields: Sequence[models.Field]) ->
         return
     model = type(objs[0])
     conn = connections[DEFAULT_DB_ALIAS]  # the thread's own, not the proxy: read per value
-    pk = model._meta.pk
+    names = tuple(f.name for f in fields)
     if conn.vendor == "postgresql":
-        document = _json_document(objs, [*fields, pk], conn, add=False)
+        document = _json_document(objs, _json_row(model, (*names, "pk"), add=False), conn)
         if document is not None:
             with conn.cursor() as cursor:
-                cursor.execute(_update_from_json_sql(model, tuple(fields)), [document])
+                cursor.execute(_update_from_json_sql(model, names), [document])
             return
     quote = conn.ops.quote_name
+    pk = model._meta.pk
     assignments = ", ".join(f"{quote(f.column)} = %s" for f in fields)
     sql = f"UPDATE {quote(model._meta.db_table)} SET {assignments} WHERE {quote(pk.column)} = %s"  # noqa: S608  (identifiers from the model, values as parameters)
-    params = [
-        [db_value(f, getattr(obj, f.attname), conn) for f in fields] + [obj.pk] for obj in objs
-    ]
+    row = _db_row(model, (*names, "pk"), add=False)
     with conn.cursor() as cursor:
-        cursor.executemany(sql, params)
+        cursor.executemany(sql, [row(obj, conn) for obj in objs])
 
 
 class _NoJsonSpelling(Exception):
     pass
 
 
-def _json_value(field: models.Field, value: Any, conn: Any) -> Any:
-    """``value`` as a JSON document carries it to ``jsonb_to_recordset``, which reads it back
-    with the column type's input function: what the ORM would send, spelt so that it reads
-    back the same. Raises _NoJsonSpelling when there is no exact spelling."""
-    if isinstance(field, models.JSONField):
-        # The ORM sends json.dumps(value) (SQL NULL for None, as a JSON null reads back).
-        if field.encoder is not None or hasattr(value, "as_sql"):
-            raise _NoJsonSpelling
-        return value
-    value = db_value(field, value, conn)
+Row = Callable[[models.Model, Any], list[Any]]  # (instance, connection) -> its values
+JsonRow = Callable[[models.Model, Any], dict[str, Any]]
+
+
+def _fields(model: type[models.Model], names: tuple[str, ...] | None) -> list[models.Field]:
+    """``names`` of ``model`` ("pk" for the primary key); None: the columns an INSERT sends."""
+    if names is None:
+        return _insert_fields(model)
+    return [model._meta.pk if name == "pk" else model._meta.get_field(name) for name in names]
+
+
+def _getter(field: models.Field, add: bool) -> Callable[[models.Model], Any]:
+    """The value the ORM would save: ``pre_save`` for an INSERT (auto_now_add and the like),
+    else the attribute as it is."""
+    if add and type(field).pre_save is not models.Field.pre_save:
+        return lambda obj: field.pre_save(obj, True)
+    return attrgetter(field.attname)
+
+
+def _preparer(field: models.Field) -> Callable[[Any, Any], Any]:
+    """``field.get_db_prep_save``, skipping the calls for the types it returns as they are."""
+    target = field.target_field if field.many_to_one else field
+    plain = frozenset(kind for kind in _PLAIN_TYPES if _passes(type(target), kind))
+    prepare = field.get_db_prep_save
+    return lambda value, conn: value if type(value) in plain else prepare(value, conn)
+
+
+@cache
+def _db_row(model: type[models.Model], names: tuple[str, ...] | None, *, add: bool) -> Row:
+    """The function giving an instance's values of ``names`` as the ORM would send them."""
+    steps = [(_getter(f, add), _preparer(f)) for f in _fields(model, names)]
+    return lambda obj, conn: [prepare(get(obj), conn) for get, prepare in steps]
+
+
+def _json_scalar(value: Any) -> Any:
+    """A value prepared for PostgreSQL, as a JSON document spells it so that the column type's
+    input function reads back what the ORM would have sent."""
     kind = type(value)
     # str and int subclasses (choices) included: JSON spells them as psycopg sends them.
     if value is None or isinstance(value, str | int):
@@ -161,25 +187,55 @@ def _json_value(field: models.Field, value: Any, conn: Any) -> Any:
     raise _NoJsonSpelling
 
 
-def _json_document(
-    objs: Sequence[models.Model], fields: Sequence[models.Field], conn: Any, *, add: bool
-) -> str | None:
-    """The rows as one JSON array of objects keyed by column; None when a value has no exact
-    JSON spelling. ``add``: values are taken through ``pre_save`` as for an INSERT."""
+def _json_preparer(field: models.Field) -> Callable[[Any, Any], Any] | None:
+    """The value as a JSON document for PostgreSQL carries it; None when the field's values
+    have no exact JSON spelling."""
+    if isinstance(field, models.JSONField):
+        if field.encoder is not None:
+            return None
+
+        def prepare_json(value: Any, conn: Any) -> Any:
+            # The ORM sends json.dumps(value) (SQL NULL for None, as a JSON null reads back).
+            if hasattr(value, "as_sql"):
+                raise _NoJsonSpelling
+            return value
+
+        return prepare_json
+    prepare = _preparer(field)
+    if isinstance(field, models.DateTimeField):
+        # PostgreSQL's adaptation of an aware datetime is the datetime itself.
+        return lambda value, conn: (
+            value.isoformat()
+            if type(value) is datetime.datetime and value.tzinfo is not None
+            else _json_scalar(prepare(value, conn))
+        )
+    return lambda value, conn: _json_scalar(prepare(value, conn))
+
+
+@cache
+def _json_row(model: type[models.Model], names: tuple[str, ...] | None, *, add: bool) -> JsonRow:
+    """The function giving an instance's values of ``names`` as a JSON object keyed by column
+    (raising _NoJsonSpelling for a value without an exact spelling)."""
+    steps = []
+    for field in _fields(model, names):
+        prepare = _json_preparer(field)
+        if prepare is None:
+            return _no_json_row
+        steps.append((field.column, _getter(field, add), prepare))
+    return lambda obj, conn: {column: prepare(get(obj), conn) for column, get, prepare in steps}
+
+
+def _no_json_row(obj: models.Model, conn: Any) -> dict[str, Any]:
+    raise _NoJsonSpelling
+
+
+def _json_document(objs: Sequence[models.Model], row: JsonRow, conn: Any) -> str | None:
+    """The rows as one JSON array (PostgreSQL's ``jsonb_to_recordset``); None when a value has
+    no exact JSON spelling."""
     try:
-        if add:
-            rows = [
-                {f.column: _json_value(f, f.pre_save(obj, True), conn) for f in fields}
-                for obj in objs
-            ]
-        else:
-            rows = [
-                {f.column: _json_value(f, getattr(obj, f.attname), conn) for f in fields}
-                for obj in objs
-            ]
+        return json.dumps([row(obj, conn) for obj in objs])
     except _NoJsonSpelling:
         return None
-    return json.dumps(rows)
 
 
 def _record_columns(fields: Sequence[models.Field]) -> str:
@@ -205,8 +261,9 @@ def _insert_from_json_sql(model: type[models.Model]) -> str:
 
 
 @cache
-def _update_from_json_sql(model: type[models.Model], fields: tuple[models.Field, ...]) -> str:
+def _update_from_json_sql(model: type[models.Model], names: tuple[str, ...]) -> str:
     quote = connection.ops.quote_name
+    fields = _fields(model, names)
     pk = quote(model._meta.pk.column)
     assignments = ", ".join(f"{quote(f.column)} = v.{quote(f.column)}" for f in fields)
     return (
@@ -224,28 +281,29 @@ _NOT_PLAIN = (models.UUIDField, models.GenericIPAddressField, models.FilePathFie
 _NONE_IS_NULL = (*_PLAIN_TEXT, models.IntegerField, models.DateTimeField)
 
 
+_PLAIN_TYPES = (str, int, bool, type(None))
+
+
 @cache
-def _passes(field: models.Field, kind: type) -> bool:
-    """Whether ``field.get_db_prep_save`` returns every value of exactly type ``kind`` as it is,
-    on SQLite and PostgreSQL alike."""
-    if field.many_to_one:  # a ForeignKey: None is NULL, its target field prepares the rest
-        return kind is type(None) or _passes(field.target_field, kind)
-    cls = type(field)
-    if issubclass(cls, _NOT_PLAIN):
+def _passes(field_class: type[models.Field], kind: type) -> bool:
+    """Whether ``get_db_prep_save`` of a ``field_class`` field returns every value of exactly
+    type ``kind`` as it is, on SQLite and PostgreSQL alike."""
+    if issubclass(field_class, _NOT_PLAIN):
         return False
     if kind is str:
-        return issubclass(cls, _PLAIN_TEXT)
+        return issubclass(field_class, _PLAIN_TEXT)
     if kind is int:
-        return issubclass(cls, models.IntegerField)
+        return issubclass(field_class, models.IntegerField)
     if kind is bool:
-        return issubclass(cls, models.BooleanField)
-    return kind is type(None) and issubclass(cls, _NONE_IS_NULL)
+        return issubclass(field_class, models.BooleanField)
+    return kind is type(None) and issubclass(field_class, _NONE_IS_NULL)
 
 
 def db_value(field: models.Field, value: Any, conn: Any) -> Any:
     """``field.get_db_prep_save(value, conn)``, skipping the calls for a value it would return
     as it is (a str in a text field, an int in an integer field or a foreign key, ...)."""
-    if _passes(field, type(value)):
+    target = field.target_field if field.many_to_one else field  # a foreign key's: its target's
+    if _passes(type(target), type(value)):
         return value
     return field.get_db_prep_save(value, conn)
 
