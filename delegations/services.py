@@ -74,18 +74,16 @@ def object_apply(
     return _apply(kind, obj, origin)[0]
 
 
-def agent_session_create_if_absent(
-    *, namespace: str, name: str, spec: dict[str, Any], origin: str
-) -> AgentSession | None:
-    """Create a new AgentSession held here (``origin`` in DATABASE or ACS) in one statement and
-    announce it; None, writing nothing, when a session of that name already exists (the caller
-    then uses ``object_apply``, which updates it under its rules).
+AGENT_SESSION_KEY = ("namespace", "name")
 
-    The same row and announcement ``object_apply`` makes for a new object, without its read
-    first and its savepoint: for callers that usually create. Precondition: inside a
-    transaction (receivers queue their work on commit). Raises ObjectInvalid like
-    ``object_apply``, before anything is written.
-    """
+
+def agent_session_new(
+    *, namespace: str, name: str, spec: dict[str, Any], origin: str
+) -> AgentSession:
+    """The unsaved row of a new AgentSession held here (``origin`` in DATABASE or ACS), as
+    ``object_apply`` would store it. Insert it if absent (unique on ``AGENT_SESSION_KEY``),
+    then ``announce`` it; see ``agent_session_create_if_absent``. Raises ObjectInvalid like
+    ``object_apply``."""
     assert origin in _HELD_HERE, origin
     clean = validate_object(
         "AgentSession", {"metadata": {"namespace": namespace, "name": name}, "spec": spec}
@@ -95,7 +93,23 @@ def agent_session_create_if_absent(
     )
     row.status = clean["status"]
     row.copy_columns()
-    if not row_sql.insert_if_absent(row, unique=("namespace", "name")):
+    return row
+
+
+def agent_session_create_if_absent(
+    *, namespace: str, name: str, spec: dict[str, Any], origin: str
+) -> AgentSession | None:
+    """Create a new AgentSession held here in one statement and announce it; None, writing
+    nothing, when a session of that name already exists (the caller then uses
+    ``object_apply``, which updates it under its rules).
+
+    The same row and announcement ``object_apply`` makes for a new object, without its read
+    first and its savepoint: for callers that usually create. Precondition: inside a
+    transaction (receivers queue their work on commit). Raises ObjectInvalid like
+    ``object_apply``, before anything is written.
+    """
+    row = agent_session_new(namespace=namespace, name=name, spec=spec, origin=origin)
+    if not row_sql.insert_if_absent(row, unique=AGENT_SESSION_KEY):
         return None
     announce(row, None)
     return row

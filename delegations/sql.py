@@ -36,15 +36,17 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
 from operator import attrgetter
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.sqlite3.base import SQLiteCursorWrapper
 from django.db.models import QuerySet
 
 M = TypeVar("M", bound=models.Model)
 
 
+@cache
 def _insert_fields(model: type[models.Model]) -> list[models.Field]:
     # The primary key is the database's to assign (an auto field); every other column is sent.
     return [f for f in model._meta.concrete_fields if not f.primary_key]
@@ -82,26 +84,20 @@ def insert_rows(objs: Sequence[models.Model]) -> None:
             with conn.cursor() as cursor:
                 cursor.execute(_insert_from_json_sql(model), [document])
                 keys = [row[0] for row in cursor.fetchall()]
-            _set_keys(objs, keys, conn)
+            for obj, key in zip(objs, keys, strict=True):
+                mark_saved(obj, key)
             return
     # The backend's own limit on parameters per statement (SQLite's), as bulk_create uses it,
     # and never more than PostgreSQL's protocol admits in one statement (65,535).
     chunk = max(1, min(conn.ops.bulk_batch_size(fields, objs) or len(objs), 65535 // len(fields)))
-    row = _db_row(model, None, add=True)
     for start in range(0, len(objs), chunk):
         part = objs[start : start + chunk]
-        params = [value for obj in part for value in row(obj, conn)]
+        params = [value for obj in part for value in insert_values(obj, conn)]
         with conn.cursor() as cursor:
             cursor.execute(_insert_sql(model, len(part), conn.vendor), params)
             keys = [row[0] for row in cursor.fetchall()]
-        _set_keys(part, keys, conn)
-
-
-def _set_keys(objs: Sequence[models.Model], keys: list[Any], conn: Any) -> None:
-    for obj, key in zip(objs, keys, strict=True):
-        obj.pk = key
-        obj._state.adding = False
-        obj._state.db = conn.alias
+        for obj, key in zip(part, keys, strict=True):
+            mark_saved(obj, key)
 
 
 def update_rows(objs: Sequence[models.Model], fields: Sequence[models.Field]) -> None:
@@ -128,7 +124,7 @@ def update_rows(objs: Sequence[models.Model], fields: Sequence[models.Field]) ->
     pk = model._meta.pk
     assignments = ", ".join(f"{quote(f.column)} = %s" for f in fields)
     sql = f"UPDATE {quote(model._meta.db_table)} SET {assignments} WHERE {quote(pk.column)} = %s"  # noqa: S608  (identifiers from the model, values as parameters)
-    row = _db_row(model, (*names, "pk"), add=False)
+    row = _update_row(model, (*names, "pk"))
     with conn.cursor() as cursor:
         cursor.executemany(sql, [row(obj, conn) for obj in objs])
 
@@ -157,17 +153,16 @@ def _getter(field: models.Field, add: bool) -> Callable[[models.Model], Any]:
 
 
 def _preparer(field: models.Field) -> Callable[[Any, Any], Any]:
-    """``field.get_db_prep_save``, skipping the calls for the types it returns as they are."""
-    target = field.target_field if field.many_to_one else field
-    plain = frozenset(kind for kind in _PLAIN_TYPES if _passes(type(target), kind))
+    """``db_value`` for ``field``, its ``_passes`` looked up once."""
+    plain = _passes(field)
     prepare = field.get_db_prep_save
     return lambda value, conn: value if type(value) in plain else prepare(value, conn)
 
 
 @cache
-def _db_row(model: type[models.Model], names: tuple[str, ...] | None, *, add: bool) -> Row:
-    """The function giving an instance's values of ``names`` as the ORM would send them."""
-    steps = [(_getter(f, add), _preparer(f)) for f in _fields(model, names)]
+def _update_row(model: type[models.Model], names: tuple[str, ...]) -> Row:
+    """The function giving a saved instance's values of ``names`` as the ORM would send them."""
+    steps = [(_getter(f, False), _preparer(f)) for f in _fields(model, names)]
     return lambda obj, conn: [prepare(get(obj), conn) for get, prepare in steps]
 
 
@@ -273,39 +268,61 @@ def _update_from_json_sql(model: type[models.Model], names: tuple[str, ...]) -> 
     )
 
 
-# Fields that prepare a value of some types as the value itself (to_python returns it, the
-# backend adapts nothing): by far the most values of a card or a mirrored object, prepared per
-# value in a burst of hundreds, so the calls are skipped for them.
+# Fields whose preparation of a str is the str itself (to_python of a str returns it): by far
+# the most values of a card or a mirrored object, prepared per value in a burst of hundreds.
 _PLAIN_TEXT = (models.CharField, models.TextField)
 _NOT_PLAIN = (models.UUIDField, models.GenericIPAddressField, models.FilePathField)
-_NONE_IS_NULL = (*_PLAIN_TEXT, models.IntegerField, models.DateTimeField)
-
-
-_PLAIN_TYPES = (str, int, bool, type(None))
 
 
 @cache
-def _passes(field_class: type[models.Field], kind: type) -> bool:
-    """Whether ``get_db_prep_save`` of a ``field_class`` field returns every value of exactly
-    type ``kind`` as it is, on SQLite and PostgreSQL alike."""
-    if issubclass(field_class, _NOT_PLAIN):
-        return False
-    if kind is str:
-        return issubclass(field_class, _PLAIN_TEXT)
-    if kind is int:
-        return issubclass(field_class, models.IntegerField)
-    if kind is bool:
-        return issubclass(field_class, models.BooleanField)
-    return kind is type(None) and issubclass(field_class, _NONE_IS_NULL)
+def _passes_str(field_class: type[models.Field]) -> bool:
+    return issubclass(field_class, _PLAIN_TEXT) and not issubclass(field_class, _NOT_PLAIN)
+
+
+@cache
+def _passes(field: models.Field) -> tuple[type, ...]:
+    """The value types ``field`` (or the field a foreign key points at) prepares to themselves:
+    a str for text, an int for integers, a bool for booleans, None for anything but JSON
+    (where None is a JSON null)."""
+    target = field.target_field if isinstance(field, models.ForeignKey) else field
+    kinds: list[type] = []
+    if _passes_str(type(target)):
+        kinds.append(str)
+    if isinstance(target, models.IntegerField):  # auto, big, small and positive ones included
+        kinds.append(int)
+    if isinstance(target, models.BooleanField):
+        kinds.append(bool)
+    if not isinstance(target, models.JSONField):
+        kinds.append(type(None))
+    return tuple(kinds)
 
 
 def db_value(field: models.Field, value: Any, conn: Any) -> Any:
-    """``field.get_db_prep_save(value, conn)``, skipping the calls for a value it would return
-    as it is (a str in a text field, an int in an integer field or a foreign key, ...)."""
-    target = field.target_field if field.many_to_one else field  # a foreign key's: its target's
-    if _passes(type(target), type(value)):
+    """``field.get_db_prep_save(value, conn)``, skipping the calls for a value the field would
+    prepare to itself (see ``_passes``)."""
+    if type(value) in _passes(field):
         return value
     return field.get_db_prep_save(value, conn)
+
+
+@cache
+def _insert_plan(model: type[models.Model]) -> tuple[tuple[models.Field, str, tuple, bool], ...]:
+    # Per insert field: its attribute, the types it prepares to themselves, and whether its
+    # pre_save computes the value (auto_now, auto_now_add, files; for every other field it is
+    # the attribute itself). Built once per model: a field's own hash is slow to compute.
+    return tuple(
+        (f, f.attname, _passes(f), type(f).pre_save is not models.Field.pre_save)
+        for f in _insert_fields(model)
+    )
+
+
+def insert_values(row: models.Model, conn: Any) -> list[Any]:
+    """The values of unsaved ``row`` for ``_insert_fields``, as ``save()`` would send them."""
+    values = []
+    for field, attname, passes, computed in _insert_plan(type(row)):
+        value = field.pre_save(row, True) if computed else getattr(row, attname)
+        values.append(value if type(value) in passes else field.get_db_prep_save(value, conn))
+    return values
 
 
 class RowReader:
@@ -314,33 +331,19 @@ class RowReader:
 
     def __init__(self, model: type[models.Model]) -> None:
         self.model = model
-        self.fields = list(model._meta.concrete_fields)
+        self.fields = tuple(model._meta.concrete_fields)
         self.names = [f.attname for f in self.fields]
-        self._converters: weakref.WeakKeyDictionary[Any, list] = weakref.WeakKeyDictionary()
 
     def select_list(self, alias: str) -> str:
         quote = connection.ops.quote_name
         return ", ".join(f"{quote(alias)}.{quote(f.column)}" for f in self.fields)
-
-    def _converters_for(self, conn: Any) -> list[tuple[int, list, Any]]:
-        # Per connection (one per thread): the backend's converters are bound to its operations.
-        found = self._converters.get(conn)
-        if found is None:
-            found = []
-            for index, field in enumerate(self.fields):
-                column = field.get_col(self.model._meta.db_table)
-                converters = conn.ops.get_db_converters(column) + column.get_db_converters(conn)
-                if converters:
-                    found.append((index, converters, column))
-            self._converters[conn] = found
-        return found
 
     def build(self, values: Sequence[Any]) -> models.Model:
         """The instance for one row's values (in ``select_list`` order)."""
         # The thread's own connection, not the module-level proxy every thread shares.
         conn = connections[DEFAULT_DB_ALIAS]
         values = list(values)
-        for index, converters, column in self._converters_for(conn):
+        for index, converters, column in _converters(conn, self.model, self.fields):
             value = values[index]
             for converter in converters:
                 value = converter(value, column, conn)
@@ -369,40 +372,117 @@ def _single_insert_sql(model: type[models.Model], suffix: str, vendor: str) -> s
     return f"INSERT INTO {table} ({columns}) VALUES ({marks}) {suffix} RETURNING {pk}"  # noqa: S608  (identifiers from the model, values as parameters)
 
 
-def insert_if_absent(row: models.Model, *, unique: Sequence[str]) -> bool:
-    """INSERT ``row`` unless a row with the same values of the ``unique`` fields (the exact
-    fields of a unique constraint) exists; True, with the primary key set, when it was inserted.
+@cache
+def _qmark(sql: str) -> str:
+    # What Django's SQLite cursor does to every statement it runs, once per statement text.
+    return SQLiteCursorWrapper.convert_query(None, sql)  # type: ignore[arg-type]
 
-    ``ON CONFLICT … DO NOTHING`` rather than a savepoint around a failing insert: the statement
-    does not fail, so the caller's transaction stays usable on PostgreSQL without a savepoint.
-    A concurrent inserter of the same key is waited for, then counts as existing.
+
+def _fetch_one(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> tuple | None:
+    """Run one statement and return its first row (None when it returned none).
+
+    On SQLite, where a statement costs less than Django's cursor wrapping around it, the
+    statement goes straight to the driver when nobody observes statements (no execute
+    wrappers, no query log, as in tests and DEBUG): the same checks and error translation,
+    without the per-statement conversion and bookkeeping."""
+    if conn.vendor == "sqlite" and not conn.execute_wrappers and not conn.queries_logged:
+        conn.ensure_connection()
+        conn.validate_no_broken_transaction()
+        with conn.wrap_database_errors:
+            return conn.connection.execute(_qmark(sql), params).fetchone()
+    with conn.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone()
+
+
+class Write(NamedTuple):
+    """One INSERT or UPDATE that returns its row's primary key (or no row), for
+    ``write_together``."""
+
+    sql: str
+    params: list[Any]
+
+
+def mark_saved(row: models.Model, key: Any) -> None:
+    """Make an instance inserted by ``write_together`` look saved, as ``save()`` leaves it."""
+    row.pk = key
+    row._state.adding = False
+    row._state.db = _connection().alias
+
+
+def insert_write(row: models.Model, *, if_absent: Sequence[str] = ()) -> Write:
+    """The INSERT of unsaved ``row``, values prepared as the fields do. With ``if_absent`` (the
+    exact fields of a unique constraint) ``ON CONFLICT … DO NOTHING``: a row with the same key
+    makes it return no row instead of failing, so the transaction stays usable on PostgreSQL
+    without a savepoint; a concurrent inserter of the same key is waited for, then counts as
+    existing."""
+    conn = _connection()
+    suffix = ""
+    if if_absent:
+        columns = ", ".join(_quote(row._meta.get_field(name).column) for name in if_absent)
+        suffix = f"ON CONFLICT ({columns}) DO NOTHING"
+    return Write(_single_insert_sql(type(row), suffix, conn.vendor), insert_values(row, conn))
+
+
+def update_write(row: models.Model, fields: Sequence[str]) -> Write:
+    """The UPDATE of only ``fields`` of saved ``row`` (by primary key), as
+    ``save(update_fields=…)`` writes them, without reading back or sending signals (for models
+    none are connected to)."""
+    conn = _connection()
+    meta = row._meta
+    targets = [meta.get_field(name) for name in fields]
+    assignments = ", ".join(f"{_quote(f.column)} = %s" for f in targets)
+    values = [db_value(f, f.pre_save(row, add=False), conn) for f in targets]
+    pk = _quote(meta.pk.column)
+    sql = f"UPDATE {_quote(meta.db_table)} SET {assignments} WHERE {pk} = %s RETURNING {pk}"  # noqa: S608  (identifiers from the model, values as parameters)
+    return Write(sql, [*values, row.pk])
+
+
+def write_together(writes: Sequence[Write]) -> list[Any]:
+    """Run ``writes`` in order in the caller's transaction; returns, for each, the key it
+    returned, or None when it wrote no row (an ``if_absent`` insert that met its key, an update
+    of a missing row).
+
+    PostgreSQL: one statement, each write a data-modifying CTE of it, so the whole group costs
+    one round trip; it stands or fails as a whole, and the writes must not touch the same row
+    (they all see the snapshot the statement started with). SQLite, which has no
+    data-modifying CTEs but no round trips either: one statement each, stopping at the first
+    that fails. Raises IntegrityError like the ORM; the caller's transaction must then be
+    rolled back (on PostgreSQL it is aborted).
     """
     conn = _connection()
-    columns = ", ".join(_quote(row._meta.get_field(name).column) for name in unique)
-    statement = _single_insert_sql(type(row), f"ON CONFLICT ({columns}) DO NOTHING", conn.vendor)
-    values = [db_value(f, f.pre_save(row, True), conn) for f in _insert_fields(type(row))]
+    if not writes:
+        return []
+    if conn.vendor != "postgresql" or len(writes) == 1:
+        found = []
+        for write in writes:
+            row = _fetch_one(conn, write.sql, write.params)
+            found.append(None if row is None else row[0])
+        return found
     with conn.cursor() as cursor:
-        cursor.execute(statement, values)
-        found = cursor.fetchone()
-    if found is None:
+        parts = ", ".join(f"w{i} AS ({write.sql})" for i, write in enumerate(writes))
+        keys = ", ".join(f"(SELECT * FROM w{i})" for i in range(len(writes)))  # noqa: S608  (names we number)
+        cursor.execute(
+            f"WITH {parts} SELECT {keys}",
+            [value for write in writes for value in write.params],
+        )
+        return list(cursor.fetchone())
+
+
+def insert_if_absent(row: models.Model, *, unique: Sequence[str]) -> bool:
+    """INSERT ``row`` unless a row with the same values of the ``unique`` fields (the exact
+    fields of a unique constraint) exists; True, with the primary key set, when it was inserted
+    (see ``insert_write``)."""
+    (key,) = write_together([insert_write(row, if_absent=unique)])
+    if key is None:
         return False
-    row.pk = found[0]
-    row._state.adding = False
-    row._state.db = conn.alias
+    mark_saved(row, key)
     return True
 
 
 def update(row: models.Model, fields: Sequence[str]) -> None:
-    """UPDATE only ``fields`` of ``row`` (by primary key), as ``save(update_fields=…)`` does but
-    without reading back or sending signals (none are connected to these models)."""
-    connection = _connection()
-    meta = row._meta
-    targets = [meta.get_field(name) for name in fields]
-    assignments = ", ".join(f"{_quote(f.column)} = %s" for f in targets)
-    values = [db_value(f, f.pre_save(row, add=False), connection) for f in targets]
-    sql = f"UPDATE {_quote(meta.db_table)} SET {assignments} WHERE {_quote(meta.pk.column)} = %s"  # noqa: S608  (identifiers from the model, values as parameters)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*values, row.pk])
+    """UPDATE only ``fields`` of ``row`` (see ``update_write``)."""
+    write_together([update_write(row, fields)])
 
 
 def lock_one(
@@ -418,31 +498,58 @@ def lock_one(
     statement. ``touch`` must be a column no index covers, or SQLite rewrites the index entry.
     """
     connection = _connection()
+    sql, loaded = _lock_statement(model, tuple(fields), where, touch, connection.vendor)
+    found = _fetch_one(connection, sql, [value])
+    if found is None:
+        return None
+    values = list(found)
+    for index, converters, column in _converters(connection, model, loaded):
+        raw = values[index]
+        for converter in converters:
+            raw = converter(raw, column, connection)
+        values[index] = raw
+    return model.from_db(connection.alias, [f.attname for f in loaded], values)
+
+
+@cache
+def _lock_statement(
+    model: type[models.Model], fields: tuple[str, ...], where: str, touch: str, vendor: str
+) -> tuple[str, tuple[models.Field, ...]]:
     meta = model._meta
     # In the model's field order: from_db() matches values to fields in that order.
     wanted = {meta.pk.name, *fields}
-    loaded = [f for f in meta.concrete_fields if f.name in wanted]
+    loaded = tuple(f for f in meta.concrete_fields if f.name in wanted)
     selected = ", ".join(_quote(f.column) for f in loaded)
     table, key = _quote(meta.db_table), _quote(meta.get_field(where).column)
-    if connection.vendor == "sqlite":
+    if vendor == "sqlite":
         same = _quote(meta.get_field(touch).column)
         sql = f"UPDATE {table} SET {same} = {same} WHERE {key} = %s RETURNING {selected}"  # noqa: S608  (identifiers from the model, values as parameters)
     else:
         sql = f"SELECT {selected} FROM {table} WHERE {key} = %s FOR UPDATE"  # noqa: S608  (identifiers from the model, values as parameters)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [value])
-        found = cursor.fetchone()
+    return sql, loaded
+
+
+_CONVERTERS: weakref.WeakKeyDictionary[Any, dict[Any, list]] = weakref.WeakKeyDictionary()
+
+
+def _converters(
+    connection: BaseDatabaseWrapper, model: type[models.Model], loaded: tuple[models.Field, ...]
+) -> list[tuple[int, list, Any]]:
+    """The backend's and the fields' converters of the ``loaded`` columns that have any, by
+    position; per connection (one per thread), since the backend's are bound to it."""
+    known = _CONVERTERS.setdefault(connection, {})
+    found = known.get((model, loaded))
     if found is None:
-        return None
-    values = []
-    for field, raw in zip(loaded, found, strict=True):
-        column = field.get_col(meta.db_table)
-        for converter in connection.ops.get_db_converters(column) + field.get_db_converters(
-            connection
-        ):
-            raw = converter(raw, column, connection)
-        values.append(raw)
-    return model.from_db(connection.alias, [f.attname for f in loaded], values)
+        found = []
+        for index, field in enumerate(loaded):
+            column = field.get_col(model._meta.db_table)
+            converters = connection.ops.get_db_converters(column) + field.get_db_converters(
+                connection
+            )
+            if converters:
+                found.append((index, converters, column))
+        known[(model, loaded)] = found
+    return found
 
 
 @cache
@@ -455,9 +562,7 @@ def exists(build: Callable[[], QuerySet]) -> bool:
     every time (no arguments, constant filters): it is compiled once per process, and each call
     then costs only the statement."""
     sql, params = _exists_sql(build, _connection().vendor)
-    with _connection().cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchone() is not None
+    return _fetch_one(_connection(), sql, params) is not None
 
 
 def _lock_path() -> str | None:

@@ -89,21 +89,33 @@ def _lock_or_create(session_id: str) -> AcsSession:
         return session
 
 
-def _mark_seen(session: AcsSession, params: dict[str, Any]) -> None:
-    """Refuse a request_id or nonce this session has used before (-32005)."""
+def _seen_rows(session: AcsSession, params: dict[str, Any]) -> list[AcsSeen]:
     seen = [AcsSeen(session=session, kind="request_id", value=params["request_id"].lower())]
     if "nonce" in params:
         seen.append(AcsSeen(session=session, kind="nonce", value=params["nonce"]))
+    return seen
+
+
+def _replay(session: AcsSession, params: dict[str, Any]) -> AcsError:
+    what = "request_id or nonce" if "nonce" in params else "request_id"
+    return AcsError(REPLAY, f"replay: this {what} was already used in session {session.session_id}")
+
+
+def _is_replay(exc: IntegrityError) -> bool:
+    # The unique constraint of AcsSeen ("acsseen_once" on PostgreSQL; SQLite names the table).
+    return "acsseen" in str(exc)
+
+
+def _mark_seen(session: AcsSession, params: dict[str, Any]) -> None:
+    """Refuse a request_id or nonce this session has used before (-32005)."""
     try:
         # The unique constraint, not a read before the insert, is what refuses the second of two
         # concurrent copies. The caller's transaction is rolled back by the AcsError.
-        for row in seen:
-            row_sql.insert_rows([row])
-    except IntegrityError:
-        what = "request_id or nonce" if len(seen) > 1 else "request_id"
-        raise AcsError(
-            REPLAY, f"replay: this {what} was already used in session {session.session_id}"
-        ) from None
+        row_sql.write_together([row_sql.insert_write(row) for row in _seen_rows(session, params)])
+    except IntegrityError as exc:
+        if not _is_replay(exc):
+            raise
+        raise _replay(session, params) from None
 
 
 def _lineage_apply(session: AcsSession, *, parent: AcsSession | None = None) -> None:
@@ -226,35 +238,50 @@ def _step_evaluate(method: str, params: dict[str, Any], request_hash: str) -> di
         )
     if session.state == ChainState.SEALED:
         raise AcsError(SESSION_REFUSED, f"session refused: {session_id} is sealed")
-    _mark_seen(session, params)
-    intent_before = (session.intent, session.intent_source)
     claimed = (params["metadata"].get("session_state") or {}).get("chain_hash")
     if claimed is not None and claimed != session.head_hash:
+        _mark_seen(session, params)  # a replay is refused as such first
         raise AcsError(
             CHAIN_MISMATCH,
             "chain mismatch: metadata.session_state.chain_hash is not this session's newest "
             "chain hash",
             {"chain_hash": session.head_hash or None},
         )
+    intent_before = (session.intent, session.intent_source)
     payload = params["payload"]
+    spawn: _Spawn | None = None
     if method == "steps/subagentStart":
-        verdict = _subagent_start(session, params, payload)
+        verdict, spawn = _subagent_start(session, params, payload)
     elif method == "steps/subagentStop":
         verdict = _subagent_stop(session, params, payload)
     elif method == "steps/sessionStart":
         verdict = _session_start(session, payload)
     else:
         verdict = guardian.Verdict("allow", "Session ended; its chain is sealed.")
-    head = _append(session, method, params, request_hash, verdict)
+    entry = _next_entry(session, method, params, request_hash, verdict)
     changed = ["entry_count", "head_hash"]
     if (session.intent, session.intent_source) != intent_before:
         changed += ["intent", "intent_source"]
     if method == "steps/sessionEnd":
         session.state = ChainState.SEALED
-        session.sealed_hash = head
+        session.sealed_hash = entry.entry_hash
         session.sealed_at = timezone.now()
         changed += ["state", "sealed_hash", "sealed_at"]
-    row_sql.update(session, changed)
+    # Everything the step writes, in one round trip on PostgreSQL (delegations.sql): the replay
+    # refusal first, then the spawn's child and its place in the lineage, the entry, the head.
+    writes = [row_sql.insert_write(row) for row in _seen_rows(session, params)]
+    spawned_at = len(writes)
+    if spawn is not None:
+        writes += spawn.writes()
+    writes += [row_sql.insert_write(entry), row_sql.update_write(session, changed)]
+    try:
+        keys = row_sql.write_together(writes)
+    except IntegrityError as exc:
+        if not _is_replay(exc):
+            raise
+        raise _replay(session, params) from None
+    if spawn is not None:
+        spawn.recorded(*keys[spawned_at : spawned_at + 2])
     return {
         "type": "final",
         "acs_version": config.ACS_VERSION,
@@ -266,18 +293,19 @@ def _step_evaluate(method: str, params: dict[str, Any], request_hash: str) -> di
         if method == "steps/subagentStart"
         else [],
         "policy_data": verdict.policy_data,
-        "chain_hash": head,
+        "chain_hash": entry.entry_hash,
     }
 
 
-def _append(
+def _next_entry(
     session: AcsSession,
     method: str,
     params: dict[str, Any],
     request_hash: str,
     verdict: guardian.Verdict,
-) -> str:
-    """Append the step's ContextEntry under the session's row lock; returns its entry_hash."""
+) -> AcsEntry:
+    """The step's ContextEntry (unsaved), appended to the session held under its row lock:
+    the session's entry_count and head_hash move to it."""
     position = session.entry_count + 1
     entry = {
         "entry_id": str(position),
@@ -289,23 +317,18 @@ def _append(
     }
     previous = session.head_hash or None
     digest = chain.entry_hash(entry, previous)
-    row_sql.insert_rows(
-        [
-            AcsEntry(
-                session=session,
-                position=position,
-                entry=entry,
-                previous_hash=previous or "",
-                entry_hash=digest,
-                step_type=method,
-                decision=verdict.decision,
-                reason_codes=verdict.reason_codes,
-            )
-        ]
-    )
     session.entry_count = position
     session.head_hash = digest
-    return digest
+    return AcsEntry(
+        session=session,
+        position=position,
+        entry=entry,
+        previous_hash=previous or "",
+        entry_hash=digest,
+        step_type=method,
+        decision=verdict.decision,
+        reason_codes=verdict.reason_codes,
+    )
 
 
 def _session_start(session: AcsSession, payload: dict[str, Any]) -> guardian.Verdict:
@@ -325,9 +348,51 @@ def _session_start(session: AcsSession, payload: dict[str, Any]) -> guardian.Ver
     return guardian.Verdict("allow", "Session started; its Intent is recorded.")
 
 
+class _Spawn:
+    """A spawn's record, written with the step: the child's row, and its AgentSession when the
+    child is new to this service. A child already known (it said hello first, or a repeated
+    spawn) meets the unique constraint and nothing of it is inserted; ``recorded`` then locks
+    and updates it."""
+
+    def __init__(
+        self,
+        parent: AcsSession,
+        request_id: str,
+        verdict: guardian.Verdict,
+        child: AcsSession,
+        spawn: dict[str, Any],
+    ) -> None:
+        self.parent, self.request_id, self.verdict = parent, request_id, verdict
+        self.child, self.spawn = child, spawn
+        self.lineage = platform_services.agent_session_new(
+            namespace=config.namespace(),
+            name=child.session_id,
+            spec={"parent": {"namespace": config.namespace(), "name": parent.session_id}},
+            origin=Origin.ACS,
+        )
+
+    def writes(self) -> list[row_sql.Write]:
+        return [
+            row_sql.insert_write(self.child, if_absent=("session_id",)),
+            row_sql.insert_write(self.lineage, if_absent=platform_services.AGENT_SESSION_KEY),
+        ]
+
+    def recorded(self, child_key: Any, lineage_key: Any) -> None:
+        """After the writes: announce the new child, or update the known one."""
+        if child_key is not None:
+            row_sql.mark_saved(self.child, child_key)
+            if lineage_key is not None:
+                row_sql.mark_saved(self.lineage, lineage_key)
+                platform_services.announce(self.lineage, None)
+            else:  # a session of that name was already in the lineage: updated under its rules
+                _lineage_apply(self.child, parent=self.parent)
+            return
+        _known_child_spawned(self.parent, self.child.session_id, self.spawn, self.request_id)
+
+
 def _subagent_start(
     parent: AcsSession, params: dict[str, Any], payload: dict[str, Any]
-) -> guardian.Verdict:
+) -> tuple[guardian.Verdict, _Spawn | None]:
     child_id = payload["subagent_session_id"].lower()
     request_id = params["request_id"]
     if payload["parent_session_id"].lower() != parent.session_id:
@@ -347,7 +412,7 @@ def _subagent_start(
     else:
         verdict = guardian.evaluate_spawn(payload, parent.intent)
     if child_id == parent.session_id:
-        return verdict
+        return verdict, None
     spawn: dict[str, Any] = {
         "parent": parent,
         "spawn_request_id": request_id,
@@ -358,13 +423,15 @@ def _subagent_start(
     }
     if verdict.decision == "allow":
         spawn.update(intent=verdict.effective_intent, intent_source="spawn")
-    # The usual case is a child this service has not heard of: recorded in one insert, with no
-    # read before it. A child already known (it said hello first, or a repeated spawn) meets the
-    # unique constraint and nothing is inserted; then its row is locked and updated.
     child = AcsSession(session_id=child_id, **spawn)
-    if row_sql.insert_if_absent(child, unique=("session_id",)):
-        _lineage_apply(child, parent=parent)
-        return verdict
+    return verdict, _Spawn(parent, request_id, verdict, child, spawn)
+
+
+def _known_child_spawned(
+    parent: AcsSession, child_id: str, spawn: dict[str, Any], request_id: str
+) -> None:
+    """Record the spawn of a child this service already holds: anomalies for a second parent,
+    a cycle or a repeated spawn; otherwise the child takes the spawn's record."""
     child = _lock(child_id)
     assert child is not None
     if child.parent_id is not None and child.parent_id != parent.id:
@@ -376,7 +443,7 @@ def _subagent_start(
             child=child_id,
             request_id=request_id,
         )
-        return verdict
+        return
     if _would_cycle(parent, child):
         _anomaly(
             parent,
@@ -386,7 +453,7 @@ def _subagent_start(
             child=child_id,
             request_id=request_id,
         )
-        return verdict
+        return
     if child.spawn_request_id:
         _anomaly(
             parent,
@@ -400,7 +467,6 @@ def _subagent_start(
         setattr(child, name, value)
     child.save()
     _lineage_apply(child)
-    return verdict
 
 
 def _would_cycle(parent: AcsSession, child: AcsSession) -> bool:

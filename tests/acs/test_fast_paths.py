@@ -1,8 +1,9 @@
 """The one-statement paths a spawn takes, held to what the general ones did: a new child enters
 the lineage in one insert and is announced (a card stuck on it is then routed), one that exists
 is updated by ``object_apply`` instead; the stuck-card check after every new session is a
-single query when nothing is stuck; ``delegations.rows`` reads and writes rows as the ORM would;
-writers on a SQLite file take turns behind the file lock."""
+single query when nothing is stuck; ``delegations.sql`` reads and writes rows as the ORM would
+(a group of writes together: each one's key, and all or nothing); writers on a SQLite file take
+turns behind the file lock."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import time
 import uuid
 from typing import Any
 
-from django.db import connection, transaction
+import pytest
+from django.db import IntegrityError, connection, transaction
 from django.test import TestCase
 from django.test.utils import CaptureQueriesContext
 
@@ -19,7 +21,7 @@ from approvals.cards import cards_reroute_undelivered
 from approvals.models import Undeliverable
 from delegations import services as platform_services
 from delegations import sql as rows
-from delegations.acs.models import AcsSession
+from delegations.acs.models import AcsSeen, AcsSession
 from delegations.models import AgentSession, Origin
 from delegations.signals import agent_session_changed
 from tests import factories
@@ -137,6 +139,46 @@ def test_rows_update_writes_only_the_named_columns(db):
         rows.update(row, ["head_hash"])
     stored = AcsSession.objects.get(pk=row.pk)
     assert (stored.head_hash, stored.agent_id) == ("f" * 64, "kept")
+
+
+def test_rows_write_together_returns_each_writes_key_or_none(db):
+    with transaction.atomic():
+        parent = AcsSession(session_id="e" * 36)
+        known = AcsSession(session_id="f" * 36)
+        rows.insert_rows([parent, known])
+        child = AcsSession(session_id="1" * 36, parent=parent, descriptor={"agent_id": "c"})
+        again = AcsSession(session_id="f" * 36, agent_id="other")
+        parent.head_hash = "a" * 64
+        keys = rows.write_together(
+            [
+                rows.insert_write(child, if_absent=("session_id",)),
+                rows.insert_write(again, if_absent=("session_id",)),
+                rows.update_write(parent, ["head_hash"]),
+            ]
+        )
+    stored = AcsSession.objects.get(session_id="1" * 36)
+    assert keys == [stored.pk, None, parent.pk]
+    assert (stored.parent_id, stored.descriptor) == (parent.pk, {"agent_id": "c"})
+    assert AcsSession.objects.get(pk=known.pk).agent_id == ""
+    assert AcsSession.objects.get(pk=parent.pk).head_hash == "a" * 64
+
+
+def test_rows_write_together_keeps_nothing_of_a_group_that_violates_a_constraint(db):
+    parent = AcsSession.objects.create(session_id="3" * 36)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        rows.write_together(
+            [
+                rows.insert_write(AcsSeen(session=parent, kind="request_id", value="r-1")),
+                rows.insert_write(AcsSeen(session=parent, kind="request_id", value="r-1")),
+            ]
+        )
+    assert not AcsSeen.objects.exists()
+
+
+def test_rows_statements_show_in_the_query_log_when_someone_observes_them(db):
+    with CaptureQueriesContext(connection) as queries, transaction.atomic():
+        rows.write_together([rows.insert_write(AcsSession(session_id="4" * 36))])
+    assert any("delegations_acssession" in q["sql"] for q in queries.captured_queries)
 
 
 def test_the_in_memory_test_database_needs_no_file_lock(db):
