@@ -134,6 +134,7 @@ class _NoJsonSpelling(Exception):
 
 
 Row = Callable[[models.Model, Any], list[Any]]  # (instance, connection) -> its values
+Prepare = Callable[[Any, Any], Any]  # (value, connection) -> the value as sent
 JsonRow = Callable[[models.Model, Any], dict[str, Any]]
 
 
@@ -152,7 +153,7 @@ def _getter(field: models.Field, add: bool) -> Callable[[models.Model], Any]:
     return attrgetter(field.attname)
 
 
-def _preparer(field: models.Field) -> Callable[[Any, Any], Any]:
+def _preparer(field: models.Field) -> Prepare:
     """``db_value`` for ``field``, its ``_passes`` looked up once."""
     plain = _passes(field)
     prepare = field.get_db_prep_save
@@ -182,9 +183,10 @@ def _json_scalar(value: Any) -> Any:
     raise _NoJsonSpelling
 
 
-def _json_preparer(field: models.Field) -> Callable[[Any, Any], Any] | None:
-    """The value as a JSON document for PostgreSQL carries it; None when the field's values
-    have no exact JSON spelling."""
+def _json_preparer(field: models.Field) -> tuple[tuple[type, ...], Prepare] | None:
+    """How a JSON document for PostgreSQL carries the field's values: the types that go as they
+    are, and the function for the others (raising _NoJsonSpelling for a value without an
+    exact spelling); None when the field's values have none."""
     if isinstance(field, models.JSONField):
         if field.encoder is not None:
             return None
@@ -195,16 +197,19 @@ def _json_preparer(field: models.Field) -> Callable[[Any, Any], Any] | None:
                 raise _NoJsonSpelling
             return value
 
-        return prepare_json
-    prepare = _preparer(field)
+        return (), prepare_json
+    prepare = field.get_db_prep_save
     if isinstance(field, models.DateTimeField):
         # PostgreSQL's adaptation of an aware datetime is the datetime itself.
-        return lambda value, conn: (
-            value.isoformat()
-            if type(value) is datetime.datetime and value.tzinfo is not None
-            else _json_scalar(prepare(value, conn))
+        return (
+            _passes(field),
+            lambda value, conn: (
+                value.isoformat()
+                if type(value) is datetime.datetime and value.tzinfo is not None
+                else _json_scalar(prepare(value, conn))
+            ),
         )
-    return lambda value, conn: _json_scalar(prepare(value, conn))
+    return _passes(field), lambda value, conn: _json_scalar(prepare(value, conn))
 
 
 @cache
@@ -213,11 +218,19 @@ def _json_row(model: type[models.Model], names: tuple[str, ...] | None, *, add: 
     (raising _NoJsonSpelling for a value without an exact spelling)."""
     steps = []
     for field in _fields(model, names):
-        prepare = _json_preparer(field)
-        if prepare is None:
+        found = _json_preparer(field)
+        if found is None:
             return _no_json_row
-        steps.append((field.column, _getter(field, add), prepare))
-    return lambda obj, conn: {column: prepare(get(obj), conn) for column, get, prepare in steps}
+        steps.append((field.column, _getter(field, add), *found))
+
+    def row(obj: models.Model, conn: Any) -> dict[str, Any]:
+        values = {}
+        for column, get, plain, prepare in steps:
+            value = get(obj)
+            values[column] = value if type(value) in plain else prepare(value, conn)
+        return values
+
+    return row
 
 
 def _no_json_row(obj: models.Model, conn: Any) -> dict[str, Any]:
@@ -228,7 +241,7 @@ def _json_document(objs: Sequence[models.Model], row: JsonRow, conn: Any) -> str
     """The rows as one JSON array (PostgreSQL's ``jsonb_to_recordset``); None when a value has
     no exact JSON spelling."""
     try:
-        return json.dumps([row(obj, conn) for obj in objs])
+        return json.dumps([row(obj, conn) for obj in objs], separators=(",", ":"))
     except _NoJsonSpelling:
         return None
 

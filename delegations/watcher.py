@@ -72,8 +72,8 @@ class Backlog:
         self._version = ""
         self._ending: Any = None
         self._closed = False
-        self._read = 0  # events read, bookmarks included: whether the reader is still busy
         self._since = 0.0  # when the oldest event waiting was read (time.monotonic())
+        self._last = 0.0  # when the last event was read, bookmarks included
 
     def fill(self, events: Iterable[dict[str, Any]]) -> None:
         """Read ``events`` to their end, an ERROR event or a failure (handed to the applier,
@@ -102,15 +102,15 @@ class Backlog:
                         return False
                     self._changed.wait(0.5)
             first = not self._waiting()
+            self._last = time.monotonic()
             if first:
-                self._since = time.monotonic()
+                self._since = self._last
             if kind != "BOOKMARK":
                 # Re-inserted, so that objects keep the order of their last event.
                 self._latest.pop(key, None)
                 self._latest[key] = event
                 self._count += 1
             self._version = str(metadata.get("resourceVersion") or self._version)
-            self._read += 1
             # Wake the applier only when it has something new to decide on: not per event,
             # which would hand it the interpreter thousands of times in a burst.
             if first or len(self._latest) >= BATCH_OBJECTS:
@@ -131,13 +131,12 @@ class Backlog:
                 if not self._waiting():
                     return None
             while self._ending is None and len(self._latest) < BATCH_OBJECTS:
-                left = self._since + LINGER_SECONDS - time.monotonic()
-                if left <= 0:
+                now = time.monotonic()
+                quiet = self._last + QUIET_SECONDS - now
+                left = self._since + LINGER_SECONDS - now
+                if quiet <= 0 or left <= 0:
                     break
-                read = self._read
-                self._changed.wait(min(QUIET_SECONDS, left))
-                if self._read == read:
-                    break
+                self._changed.wait(min(quiet, left))
             batch = Batch(list(self._latest.values()), self._count, self._version, self._ending)
             self._latest, self._count, self._version = {}, 0, ""
             self._changed.notify_all()  # room again for a reader that waited
