@@ -4,7 +4,8 @@ events are fed to KindWatcher.consume as the reader would decode them.
 Covers: a burst is applied in one transaction, each object once, in the state of its last event,
 its card raised once; objects keep the order of their last events; an ERROR event is raised after
 the events before it are committed, and nothing after it is applied; the backlog never holds
-more distinct objects than a batch may write, and the reader waits for room instead.
+more distinct objects than a batch may write, and the reader waits for room instead; a bookmark
+moves the resourceVersion on.
 """
 
 from __future__ import annotations
@@ -90,3 +91,11 @@ def test_the_backlog_holds_at_most_a_batch_of_objects_and_the_reader_waits_for_r
     assert watcher.consume(stream, "0") == "5"
     assert max(applied) <= 2 and sum(applied) == 5
     assert SubagentRequest.objects.count() == 5
+
+
+def test_a_bookmark_moves_the_resource_version_and_writes_nothing(team):
+    bookmark = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "42"}}}
+    watcher = a_watcher()
+    assert watcher.consume([bookmark], "7") == "42"
+    assert (watcher.stats.resource_version, watcher.stats.events) == ("42", 0)
+    assert not SubagentRequest.objects.exists()
