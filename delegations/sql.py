@@ -81,9 +81,7 @@ def insert_rows(objs: Sequence[models.Model]) -> None:
     if conn.vendor == "postgresql":
         document = _json_document(objs, _json_row(model, None, add=True), conn)
         if document is not None:
-            with conn.cursor() as cursor:
-                cursor.execute(_insert_from_json_sql(model), [document])
-                keys = [row[0] for row in cursor.fetchall()]
+            keys = [row[0] for row in _run_document(conn, _insert_from_json_sql(model), document)]
             for obj, key in zip(objs, keys, strict=True):
                 mark_saved(obj, key)
             return
@@ -117,8 +115,7 @@ def update_rows(objs: Sequence[models.Model], fields: Sequence[models.Field]) ->
     if conn.vendor == "postgresql":
         document = _json_document(objs, _json_row(model, (*names, "pk"), add=False), conn)
         if document is not None:
-            with conn.cursor() as cursor:
-                cursor.execute(_update_from_json_sql(model, names), [document])
+            _run_document(conn, _update_from_json_sql(model, names), document)
             return
     quote = conn.ops.quote_name
     pk = model._meta.pk
@@ -244,6 +241,26 @@ def _json_document(objs: Sequence[models.Model], row: JsonRow, conn: Any) -> str
         return json.dumps([row(obj, conn) for obj in objs], separators=(",", ":"))
     except _NoJsonSpelling:
         return None
+
+
+def _run_document(conn: BaseDatabaseWrapper, sql: str, document: str) -> list[tuple]:
+    """Run a PostgreSQL statement whose one parameter is a JSON document; return its rows.
+
+    When nobody observes statements (no execute wrappers, no query log), the document goes as a
+    parameter of its own (server-side binding): Django's cursor binds on the client, which
+    quotes hundreds of kilobytes into the statement's text for the server's parser to scan
+    again. The same checks and error translation as Django's cursor."""
+    if not conn.execute_wrappers and not conn.queries_logged:
+        from psycopg import Cursor  # PostgreSQL's driver, imported only where it is used
+
+        conn.ensure_connection()
+        conn.validate_no_broken_transaction()
+        with conn.wrap_database_errors, Cursor(conn.connection) as cursor:
+            cursor.execute(sql, [document])
+            return cursor.fetchall() if cursor.description else []
+    with conn.cursor() as cursor:
+        cursor.execute(sql, [document])
+        return cursor.fetchall() if cursor.description else []
 
 
 def _record_columns(fields: Sequence[models.Field]) -> str:

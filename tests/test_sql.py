@@ -1,12 +1,12 @@
 """The lean statements of the hot paths (delegations.sql and the decision's reads and writes)
 against the ORM they stand in for.
 
-Covers: insert_rows writes the rows Manager.create / bulk_create would, column by column, and
-sets primary keys, each row its own, for many rows at once (on PostgreSQL from one JSON
-document, which a value JSON cannot spell exactly never takes); update_rows writes what
-save(update_fields=…) would; RowReader builds the instances a query would; the decision's one read
-(card, request, whether a subscriber is concerned) for every kind of subscriber, and a
-subscriber stored by anyone (another process) seen by the next decision with no cache to go
+Covers: insert_rows writes the rows Manager.create / bulk_create would, column by column, and sets
+primary keys, each row its own, for many rows at once, and meets a unique key as the ORM does (on
+PostgreSQL from one JSON document, which a value JSON cannot spell exactly never takes); update_rows
+writes what save(update_fields=…) would; RowReader builds the instances a query would; the
+decision's one read (card, request, whether a subscriber is concerned) for every kind of subscriber,
+and a subscriber stored by anyone (another process) seen by the next decision with no cache to go
 stale; gate 4's plain statement answers as the ORM query; the write-ahead log checkpoint.
 """
 
@@ -17,7 +17,7 @@ from datetime import timedelta
 
 import pytest
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import connection, models
+from django.db import IntegrityError, connection, models, transaction
 from django.forms.models import model_to_dict
 from django.test import TestCase
 
@@ -115,6 +115,17 @@ def test_insert_rows_gives_each_of_many_rows_its_own_key(db):
     insert_rows(entries)
     stored = dict(AuditEntry.objects.values_list("pk", "card_id"))
     assert [stored[entry.pk] for entry in entries] == list(range(300))
+
+
+def test_insert_rows_meeting_a_unique_key_raises_as_the_orm_does_and_the_transaction_goes_on(team):
+    subagent_request("r")
+    again = Card.objects.get(pk=card_for("r").pk)
+    again.pk, again._state.adding = None, True
+    with pytest.raises(IntegrityError), transaction.atomic():
+        insert_rows([again])
+    entry = AuditEntry(action=AuditAction.CLOSED)
+    insert_rows([entry])
+    assert AuditEntry.objects.filter(pk=entry.pk).exists()
 
 
 def test_update_rows_writes_what_save_with_update_fields_would(db):
