@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
+from django.db import IntegrityError, transaction
+from django.db.models import Field
 from django.utils import timezone
 
 from delegations import sql as row_sql
@@ -15,7 +17,7 @@ from delegations.signals import (
     subagent_request_deleted,
     subagent_requests_changed,
 )
-from delegations.sql import db_value, insert_rows
+from delegations.sql import insert_rows
 from delegations.validation import ObjectInvalid, validate_object
 
 _MODELS: dict[str, type[PlatformObject]] = {
@@ -197,26 +199,22 @@ def objects_mirror_batch(kind: str, objs: list[dict[str, Any]]) -> list[ObjectIn
 
 
 def _update_rows(model: type[PlatformObject], rows: list[PlatformObject]) -> None:
-    """One UPDATE statement executed for many rows (``bulk_update`` builds CASE expressions
-    that cost more than the writes). Values are prepared by the fields, so JSON columns work on
-    SQLite and PostgreSQL alike."""
+    """One statement for many rows (``bulk_update`` builds CASE expressions that cost more than
+    the writes): the columns a mirrored change can touch, values prepared by the fields."""
     now = timezone.now()
-    fields = [
+    for row in rows:
+        row.updated_at = now
+    row_sql.update_rows(rows, _updated_fields(model))
+
+
+@cache
+def _updated_fields(model: type[PlatformObject]) -> tuple[Field, ...]:
+    return tuple(
         f
         for f in model._meta.concrete_fields
         if f.name in {"spec", "status", "labels", "resource_version", "generation", "updated_at"}
         or (not f.editable and not f.primary_key and f.name not in {"uid", "creation_timestamp"})
-    ]
-    conn = connections[DEFAULT_DB_ALIAS]  # the thread's own, not the proxy: read per value
-    quote = conn.ops.quote_name
-    assignments = ", ".join(f"{quote(f.column)} = %s" for f in fields)
-    sql = f"UPDATE {quote(model._meta.db_table)} SET {assignments} WHERE {quote('id')} = %s"  # noqa: S608  (identifiers from the model, values as parameters)
-    params = []
-    for row in rows:
-        row.updated_at = now
-        params.append([db_value(f, getattr(row, f.attname), conn) for f in fields] + [row.pk])
-    with conn.cursor() as cursor:
-        cursor.executemany(sql, params)
+    )
 
 
 def _apply(

@@ -12,16 +12,30 @@ queue SQLite writers take turns on.
 
 They send no model signals (like ``bulk_create`` and ``update``), so they are for models whose
 ``save()`` adds nothing the caller has not done itself.
+
+Many rows at once (a watch batch's objects, cards and approvers): on SQLite one multi-row INSERT,
+or one UPDATE run by ``executemany``, both native to its driver. On PostgreSQL the rows travel as
+one JSON document, unpacked by ``jsonb_to_recordset`` in a single INSERT … SELECT or UPDATE …
+FROM: psycopg binds parameters on the client by default (Django's choice), so a multi-row VALUES
+statement is thousands of placeholders split and quoted in Python and a statement the server
+parses and plans afresh, and ``executemany`` is one statement per row; a document is one
+``json.dumps`` and one parameter. Rows with a value JSON cannot spell exactly (bytes, an
+interval, a JSONField with its own encoder, ...) take the VALUES or ``executemany`` way.
 """
 
 from __future__ import annotations
 
+import datetime
 import fcntl
+import json
+import math
 import os
+import uuid
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
+from operator import attrgetter
 from typing import Any, NamedTuple, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
@@ -51,8 +65,9 @@ def _insert_sql(model: type[models.Model], rows: int, vendor: str) -> str:
 
 
 def insert_rows(objs: Sequence[models.Model]) -> None:
-    """Insert unsaved instances of one model with one INSERT ... RETURNING per chunk; sets
-    their primary keys, as ``bulk_create`` does.
+    """Insert unsaved instances of one model with one INSERT ... RETURNING per chunk (on
+    PostgreSQL usually one for all, from a JSON document); sets their primary keys, as
+    ``bulk_create`` does.
 
     Precondition: inside the caller's transaction when several chunks must stand or fall
     together; related objects assigned before they were saved must have had their key copied
@@ -63,6 +78,13 @@ def insert_rows(objs: Sequence[models.Model]) -> None:
     model = type(objs[0])
     fields = _insert_fields(model)
     conn = connections[DEFAULT_DB_ALIAS]  # the thread's own, not the proxy: read per value
+    if conn.vendor == "postgresql":
+        document = _json_document(objs, _json_row(model, None, add=True), conn)
+        if document is not None:
+            keys = [row[0] for row in _run_document(conn, _insert_from_json_sql(model), document)]
+            for obj, key in zip(objs, keys, strict=True):
+                mark_saved(obj, key)
+            return
     # The backend's own limit on parameters per statement (SQLite's), as bulk_create uses it,
     # and never more than PostgreSQL's protocol admits in one statement (65,535).
     chunk = max(1, min(conn.ops.bulk_batch_size(fields, objs) or len(objs), 65535 // len(fields)))
@@ -74,6 +96,206 @@ def insert_rows(objs: Sequence[models.Model]) -> None:
             keys = [row[0] for row in cursor.fetchall()]
         for obj, key in zip(part, keys, strict=True):
             mark_saved(obj, key)
+
+
+def update_rows(objs: Sequence[models.Model], fields: Sequence[models.Field]) -> None:
+    """UPDATE ``fields`` of stored instances of one model, by primary key, as
+    ``save(update_fields=…)`` would write them (values taken as they are: ``pre_save`` is not
+    called, so the caller sets ``auto_now`` fields itself). Sends no signals.
+
+    Precondition: distinct rows (on PostgreSQL a row listed twice is updated once, with either
+    values). SQLite: one statement run by ``executemany``; PostgreSQL: one UPDATE … FROM a JSON
+    document of all the rows.
+    """
+    if not objs:
+        return
+    model = type(objs[0])
+    conn = connections[DEFAULT_DB_ALIAS]  # the thread's own, not the proxy: read per value
+    names = tuple(f.name for f in fields)
+    if conn.vendor == "postgresql":
+        document = _json_document(objs, _json_row(model, (*names, "pk"), add=False), conn)
+        if document is not None:
+            _run_document(conn, _update_from_json_sql(model, names), document)
+            return
+    quote = conn.ops.quote_name
+    pk = model._meta.pk
+    assignments = ", ".join(f"{quote(f.column)} = %s" for f in fields)
+    sql = f"UPDATE {quote(model._meta.db_table)} SET {assignments} WHERE {quote(pk.column)} = %s"  # noqa: S608  (identifiers from the model, values as parameters)
+    row = _update_row(model, (*names, "pk"))
+    with conn.cursor() as cursor:
+        cursor.executemany(sql, [row(obj, conn) for obj in objs])
+
+
+class _NoJsonSpelling(Exception):
+    pass
+
+
+Row = Callable[[models.Model, Any], list[Any]]  # (instance, connection) -> its values
+Prepare = Callable[[Any, Any], Any]  # (value, connection) -> the value as sent
+JsonRow = Callable[[models.Model, Any], dict[str, Any]]
+
+
+def _fields(model: type[models.Model], names: tuple[str, ...] | None) -> list[models.Field]:
+    """``names`` of ``model`` ("pk" for the primary key); None: the columns an INSERT sends."""
+    if names is None:
+        return _insert_fields(model)
+    return [model._meta.pk if name == "pk" else model._meta.get_field(name) for name in names]
+
+
+def _getter(field: models.Field, add: bool) -> Callable[[models.Model], Any]:
+    """The value the ORM would save: ``pre_save`` for an INSERT (auto_now_add and the like),
+    else the attribute as it is."""
+    if add and type(field).pre_save is not models.Field.pre_save:
+        return lambda obj: field.pre_save(obj, True)
+    return attrgetter(field.attname)
+
+
+def _preparer(field: models.Field) -> Prepare:
+    """``db_value`` for ``field``, its ``_passes`` looked up once."""
+    plain = _passes(field)
+    prepare = field.get_db_prep_save
+    return lambda value, conn: value if type(value) in plain else prepare(value, conn)
+
+
+@cache
+def _update_row(model: type[models.Model], names: tuple[str, ...]) -> Row:
+    """The function giving a saved instance's values of ``names`` as the ORM would send them."""
+    steps = [(_getter(f, False), _preparer(f)) for f in _fields(model, names)]
+    return lambda obj, conn: [prepare(get(obj), conn) for get, prepare in steps]
+
+
+def _json_scalar(value: Any) -> Any:
+    """A value prepared for PostgreSQL, as a JSON document spells it so that the column type's
+    input function reads back what the ORM would have sent."""
+    kind = type(value)
+    # str and int subclasses (choices) included: JSON spells them as psycopg sends them.
+    if value is None or isinstance(value, str | int):
+        return value
+    if kind is float and math.isfinite(value):
+        return value
+    if kind is datetime.datetime and value.tzinfo is not None:
+        return value.isoformat()
+    if kind is datetime.date or kind is uuid.UUID:
+        return str(value)
+    raise _NoJsonSpelling
+
+
+def _json_preparer(field: models.Field) -> tuple[tuple[type, ...], Prepare] | None:
+    """How a JSON document for PostgreSQL carries the field's values: the types that go as they
+    are, and the function for the others (raising _NoJsonSpelling for a value without an
+    exact spelling); None when the field's values have none."""
+    if isinstance(field, models.JSONField):
+        if field.encoder is not None:
+            return None
+
+        def prepare_json(value: Any, conn: Any) -> Any:
+            # The ORM sends json.dumps(value) (SQL NULL for None, as a JSON null reads back).
+            if hasattr(value, "as_sql"):
+                raise _NoJsonSpelling
+            return value
+
+        return (), prepare_json
+    prepare = field.get_db_prep_save
+    if isinstance(field, models.DateTimeField):
+        # PostgreSQL's adaptation of an aware datetime is the datetime itself.
+        return (
+            _passes(field),
+            lambda value, conn: (
+                value.isoformat()
+                if type(value) is datetime.datetime and value.tzinfo is not None
+                else _json_scalar(prepare(value, conn))
+            ),
+        )
+    return _passes(field), lambda value, conn: _json_scalar(prepare(value, conn))
+
+
+@cache
+def _json_row(model: type[models.Model], names: tuple[str, ...] | None, *, add: bool) -> JsonRow:
+    """The function giving an instance's values of ``names`` as a JSON object keyed by column
+    (raising _NoJsonSpelling for a value without an exact spelling)."""
+    steps = []
+    for field in _fields(model, names):
+        found = _json_preparer(field)
+        if found is None:
+            return _no_json_row
+        steps.append((field.column, _getter(field, add), *found))
+
+    def row(obj: models.Model, conn: Any) -> dict[str, Any]:
+        values = {}
+        for column, get, plain, prepare in steps:
+            value = get(obj)
+            values[column] = value if type(value) in plain else prepare(value, conn)
+        return values
+
+    return row
+
+
+def _no_json_row(obj: models.Model, conn: Any) -> dict[str, Any]:
+    raise _NoJsonSpelling
+
+
+def _json_document(objs: Sequence[models.Model], row: JsonRow, conn: Any) -> str | None:
+    """The rows as one JSON array (PostgreSQL's ``jsonb_to_recordset``); None when a value has
+    no exact JSON spelling."""
+    try:
+        return json.dumps([row(obj, conn) for obj in objs], separators=(",", ":"))
+    except _NoJsonSpelling:
+        return None
+
+
+def _run_document(conn: BaseDatabaseWrapper, sql: str, document: str) -> list[tuple]:
+    """Run a PostgreSQL statement whose one parameter is a JSON document; return its rows.
+
+    When nobody observes statements (no execute wrappers, no query log), the document goes as a
+    parameter of its own (server-side binding): Django's cursor binds on the client, which
+    quotes hundreds of kilobytes into the statement's text for the server's parser to scan
+    again. The same checks and error translation as Django's cursor."""
+    if not conn.execute_wrappers and not conn.queries_logged:
+        from psycopg import Cursor  # PostgreSQL's driver, imported only where it is used
+
+        conn.ensure_connection()
+        conn.validate_no_broken_transaction()
+        with conn.wrap_database_errors, Cursor(conn.connection) as cursor:
+            cursor.execute(sql, [document])
+            return cursor.fetchall() if cursor.description else []
+    with conn.cursor() as cursor:
+        cursor.execute(sql, [document])
+        return cursor.fetchall() if cursor.description else []
+
+
+def _record_columns(fields: Sequence[models.Field]) -> str:
+    """The column list of ``jsonb_to_recordset(…) AS v(…)``. Types without their modifiers
+    (varchar, not varchar(63)), as Django's UNNEST inserts do: a value too long then fails
+    when stored, as in a plain INSERT, instead of being cut by a cast."""
+    quote = connection.ops.quote_name
+    return ", ".join(f"{quote(f.column)} {f.db_type(connection).split('(')[0]}" for f in fields)
+
+
+@cache
+def _insert_from_json_sql(model: type[models.Model]) -> str:
+    quote = connection.ops.quote_name
+    fields = _insert_fields(model)
+    columns = ", ".join(quote(f.column) for f in fields)
+    # WITH ORDINALITY … ORDER BY: rows are inserted, and their keys returned, in list order.
+    return (
+        f"INSERT INTO {quote(model._meta.db_table)} ({columns}) "  # noqa: S608  (identifiers from the model)
+        f"SELECT {columns} FROM ROWS FROM (jsonb_to_recordset(%s::jsonb) "
+        f"AS ({_record_columns(fields)})) WITH ORDINALITY AS v({columns}, _n) ORDER BY _n "
+        f"RETURNING {quote(model._meta.pk.column)}"
+    )
+
+
+@cache
+def _update_from_json_sql(model: type[models.Model], names: tuple[str, ...]) -> str:
+    quote = connection.ops.quote_name
+    fields = _fields(model, names)
+    pk = quote(model._meta.pk.column)
+    assignments = ", ".join(f"{quote(f.column)} = v.{quote(f.column)}" for f in fields)
+    return (
+        f"UPDATE {quote(model._meta.db_table)} AS t SET {assignments} "  # noqa: S608  (identifiers from the model)
+        f"FROM jsonb_to_recordset(%s::jsonb) AS v({_record_columns([*fields, model._meta.pk])}) "
+        f"WHERE t.{pk} = v.{pk}"
+    )
 
 
 # Fields whose preparation of a str is the str itself (to_python of a str returns it): by far

@@ -1,10 +1,12 @@
 """The lean statements of the hot paths (delegations.sql and the decision's reads and writes)
 against the ORM they stand in for.
 
-Covers: insert_rows writes the rows Manager.create / bulk_create would, column by column, and
-sets primary keys; RowReader builds the instances a query would; the decision's one read
-(card, request, whether a subscriber is concerned) for every kind of subscriber, and a
-subscriber stored by anyone (another process) seen by the next decision with no cache to go
+Covers: insert_rows writes the rows Manager.create / bulk_create would, column by column, and sets
+primary keys, each row its own, for many rows at once, and meets a unique key as the ORM does (on
+PostgreSQL from one JSON document, which a value JSON cannot spell exactly never takes); update_rows
+writes what save(update_fields=…) would; RowReader builds the instances a query would; the
+decision's one read (card, request, whether a subscriber is concerned) for every kind of subscriber,
+and a subscriber stored by anyone (another process) seen by the next decision with no cache to go
 stale; gate 4's plain statement answers as the ORM query; the write-ahead log checkpoint.
 """
 
@@ -14,7 +16,8 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import IntegrityError, connection, models, transaction
 from django.forms.models import model_to_dict
 from django.test import TestCase
 
@@ -33,7 +36,13 @@ from approvals.models import (
 )
 from approvals.selectors import card_for_decision
 from delegations.models import SubagentRequest
-from delegations.sql import RowReader, insert_rows
+from delegations.sql import (
+    RowReader,
+    _json_document,
+    _json_preparer,
+    insert_rows,
+    update_rows,
+)
 from tests import factories
 from tests.conftest import ALICE, BOB
 from tests.factories import card_for, subagent_request
@@ -96,6 +105,61 @@ def test_insert_rows_writes_a_mirrored_object_as_bulk_create_would(db):
     leave_out = ("id", "name", "uid", "creation_timestamp", "updated_at")
     assert columns(lean, leave_out=leave_out) == columns(orm, leave_out=leave_out)
     assert SubagentRequest.objects.get(name="lean").spec == obj["spec"]
+
+
+def test_insert_rows_gives_each_of_many_rows_its_own_key(db):
+    entries = [
+        AuditEntry(action=AuditAction.CLOSED, card_id=i, request_ref=f"dsd-r{i}-logs", detail="")
+        for i in range(300)
+    ]
+    insert_rows(entries)
+    stored = dict(AuditEntry.objects.values_list("pk", "card_id"))
+    assert [stored[entry.pk] for entry in entries] == list(range(300))
+
+
+def test_insert_rows_meeting_a_unique_key_raises_as_the_orm_does_and_the_transaction_goes_on(team):
+    subagent_request("r")
+    again = Card.objects.get(pk=card_for("r").pk)
+    again.pk, again._state.adding = None, True
+    with pytest.raises(IntegrityError), transaction.atomic():
+        insert_rows([again])
+    entry = AuditEntry(action=AuditAction.CLOSED)
+    insert_rows([entry])
+    assert AuditEntry.objects.filter(pk=entry.pk).exists()
+
+
+def test_update_rows_writes_what_save_with_update_fields_would(db):
+    by_save, lean = subagent_request("by-save", ns="team"), subagent_request("lean", ns="team")
+    fields = [SubagentRequest._meta.get_field(name) for name in ("status", "labels", "phase")]
+    # One status for both: each request's own carries the second it was made.
+    status = {**by_save.status, "phase": "Running", "message": "Ünïcode, 'quoted' \\ %s"}
+    for row in (by_save, lean):
+        row.status = status
+        row.labels = {"tier": None}
+        row.copy_columns()
+    by_save.save(update_fields=[f.name for f in fields])
+    update_rows([lean], fields)
+    leave_out = ("id", "name", "uid", "creation_timestamp", "updated_at")
+    assert columns(lean, leave_out=leave_out) == columns(by_save, leave_out=leave_out)
+    assert SubagentRequest.objects.get(name="lean").phase == "Running"
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        (models.BinaryField(), b"\x00\xff"),
+        (models.JSONField(encoder=DjangoJSONEncoder), {"at": "2026-01-01"}),
+        (models.FloatField(null=True), float("nan")),
+    ],
+)
+def test_a_value_json_cannot_spell_exactly_keeps_rows_out_of_a_json_document(db, field, value):
+    field.set_attributes_from_name("value")
+    found = _json_preparer(field)
+    if found is not None:  # values of the field have a spelling in general, not this one
+        plain, prepare = found
+        assert type(value) not in plain
+        row = lambda obj, conn: {"value": prepare(obj, conn)}  # noqa: E731
+        assert _json_document([value], row, connection) is None
 
 
 def test_the_row_reader_builds_the_instance_the_orm_would(team):

@@ -13,7 +13,12 @@ from django.db import connection
 from delegations.kube import KubeAdapter, default_identity, load_api_client, own_namespace
 from delegations.leader import LeaseElector
 from delegations.signals import watcher_tick
-from delegations.watcher import KindWatcher, halt_watchers, start_watchers
+from delegations.watcher import (
+    KindWatcher,
+    freeze_startup_heap,
+    halt_watchers,
+    start_watchers,
+)
 
 
 class Command(BaseCommand):
@@ -48,6 +53,7 @@ class Command(BaseCommand):
             duration=settings.LEASE_DURATION_SECONDS,
         )
         running: dict[str, Any] = {}
+        freeze_startup_heap()
 
         def started() -> None:
             running["stop"] = threading.Event()
