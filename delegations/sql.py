@@ -452,7 +452,10 @@ def insert_write(
     without a savepoint; a concurrent inserter of the same key is waited for, then counts as
     existing. With ``after``, only if that earlier write of the group returned a row."""
     conn = _connection()
-    suffix = unique_conflict(row, if_absent) if if_absent else ""
+    suffix = ""
+    if if_absent:
+        columns = ", ".join(_quote(row._meta.get_field(name).column) for name in if_absent)
+        suffix = f"ON CONFLICT ({columns}) DO NOTHING"
     sql = _single_insert_sql(type(row), suffix, conn.vendor)
     guarded = "" if after is None else _guarded_insert_sql(type(row), suffix, after, conn.vendor)
     return Write(sql, insert_values(row, conn), after, guarded)
@@ -486,39 +489,6 @@ def update_write(row: models.Model, fields: Sequence[str]) -> Write:
     pk = _quote(meta.pk.column)
     sql = f"UPDATE {_quote(meta.db_table)} SET {assignments} WHERE {pk} = %s RETURNING {pk}"  # noqa: S608  (identifiers from the model, values as parameters)
     return Write(sql, [*values, row.pk])
-
-
-def insert_select(
-    row: models.Model, *, source: str, computed: dict[str, str] | None = None, suffix: str = ""
-) -> Write:
-    """The INSERT of unsaved ``row`` once per row of ``source`` (a CTE of the same statement),
-    returning its key. ``computed`` maps field names to SQL expressions over ``source`` that
-    replace the field's value; ``{value}`` in one stands for the field's own prepared value.
-    ``suffix``: e.g. an ``ON CONFLICT`` clause. PostgreSQL assigns the parameters' types from
-    the target columns, as for VALUES."""
-    conn = _connection()
-    computed = computed or {}
-    fields = _insert_fields(type(row))
-    values = insert_values(row, conn)
-    items, params = [], []
-    for field, value in zip(fields, values, strict=True):
-        expression = computed.get(field.name, "{value}")
-        if "{value}" in expression:
-            params.append(value)
-        items.append(expression.replace("{value}", "%s"))
-    table, pk = _quote(row._meta.db_table), _quote(row._meta.pk.column)
-    columns = ", ".join(_quote(f.column) for f in fields)
-    sql = (
-        f"INSERT INTO {table} ({columns}) SELECT {', '.join(items)} FROM {source} "  # noqa: S608  (identifiers from the model, expressions from the caller, values as parameters)
-        f"{suffix} RETURNING {pk}"
-    )
-    return Write(sql, params)
-
-
-def unique_conflict(row: models.Model, fields: Sequence[str]) -> str:
-    """``ON CONFLICT (…) DO NOTHING`` on the columns of ``fields`` (a unique constraint's)."""
-    columns = ", ".join(_quote(row._meta.get_field(name).column) for name in fields)
-    return f"ON CONFLICT ({columns}) DO NOTHING"
 
 
 def write_together(writes: Sequence[Write]) -> list[Any]:

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from delegations import services as platform_services
 from delegations import sql as row_sql
-from delegations.acs import chain, config, guardian, one_statement
+from delegations.acs import chain, config, guardian
 from delegations.acs.models import AcsAnomaly, AcsEntry, AcsSeen, AcsSession, ChainState
 from delegations.acs.wire import (
     CAPABILITY_NOT_NEGOTIATED,
@@ -225,10 +225,6 @@ def step_evaluate(*, method: str, params: dict[str, Any]) -> dict[str, Any]:
     # if the locked parent still has that intent.
     digest = chain.request_hash(params)
     early = _spawn_prepared(params) if method == "steps/subagentStart" else None
-    if early is not None and early.spawn is not None and connection.vendor == "postgresql":
-        answer = _spawn_at_once(params, digest, early)
-        if answer is not None:
-            return answer
     with row_sql.writer_turn() as release, transaction.atomic():
         # The first hook after the commit, ahead of those the step queues (the reroute check,
         # which only reads): the next writer need not wait for them.
@@ -239,63 +235,23 @@ def step_evaluate(*, method: str, params: dict[str, Any]) -> dict[str, Any]:
 class _Prepared(NamedTuple):
     """A spawn evaluated against its parent read without a lock (see ``_spawn_prepared``)."""
 
-    parent: AcsSession
+    parent_key: int
+    intent: Any
     verdict: guardian.Verdict
     spawn: _Spawn | None
     writes: list[row_sql.Write]
-
-    def holds_for(self, locked: AcsSession) -> bool:
-        return (self.parent.pk, self.parent.intent) == (locked.pk, locked.intent)
 
 
 def _spawn_prepared(params: dict[str, Any]) -> _Prepared | None:
     session_id = params["metadata"]["session_id"].lower()
     parent = row_sql.read_one(
-        AcsSession, [*_STEP_READS, "parent"], where="session_id", value=session_id
+        AcsSession, ["session_id", "intent"], where="session_id", value=session_id
     )
     if parent is None:
         return None  # refused under the lock, with the reason
     verdict, spawn = _subagent_start(parent, params, params["payload"])
-    writes = spawn.writes() if spawn is not None and connection.vendor != "postgresql" else []
-    return _Prepared(parent, verdict, spawn, writes)
-
-
-def _spawn_at_once(
-    params: dict[str, Any], request_hash: str, early: _Prepared
-) -> dict[str, Any] | None:
-    """The usual spawn on PostgreSQL in one statement (``one_statement``); None when it wrote
-    nothing because the parent or the child is not as the verdict assumed (the locked path
-    then answers)."""
-    parent, spawn = early.parent, early.spawn
-    assert spawn is not None
-    method = "steps/subagentStart"
-    if parent.hello_at is None or parent.state != ChainState.OPEN:
-        return None
-    entry, _ = _entry(parent, method, params, request_hash, early.verdict, 0, None)
-    claimed = (params["metadata"].get("session_state") or {}).get("chain_hash")
-    try:
-        recorded = one_statement.spawn_recorded(
-            parent=parent,
-            claimed_head=claimed,
-            seen=_seen_rows(parent, params),
-            child=spawn.child,
-            lineage=spawn.lineage,
-            entry=entry,
-        )
-    except IntegrityError as exc:
-        if not _is_replay(exc):
-            raise
-        raise _replay(parent, params) from None
-    if recorded is None:
-        return None
-    if recorded.child_key is not None and recorded.lineage_key is not None:
-        spawn.recorded(recorded.child_key, recorded.lineage_key, parent=parent)  # announces
-    else:  # the child, or its lineage session, appeared meanwhile: recorded under its rules
-        with transaction.atomic():
-            locked = _lock(parent.session_id)
-            assert locked is not None
-            spawn.recorded(recorded.child_key, recorded.lineage_key, parent=locked)
-    return _result(method, params, early.verdict, recorded.head)
+    writes = spawn.writes() if spawn is not None else []
+    return _Prepared(parent.pk, parent.intent, verdict, spawn, writes)
 
 
 def _step_evaluate(
@@ -324,9 +280,8 @@ def _step_evaluate(
     spawn: _Spawn | None = None
     spawn_writes: list[row_sql.Write] = []
     if method == "steps/subagentStart":
-        if early is not None and early.holds_for(session):
-            verdict, spawn = early.verdict, early.spawn
-            spawn_writes = early.writes or (spawn.writes() if spawn is not None else [])
+        if early is not None and (early.parent_key, early.intent) == (session.pk, session.intent):
+            verdict, spawn, spawn_writes = early.verdict, early.spawn, early.writes
         else:  # the parent's intent changed meanwhile (or it was not there): evaluate again
             verdict, spawn = _subagent_start(session, params, payload)
             spawn_writes = spawn.writes() if spawn is not None else []
@@ -359,12 +314,6 @@ def _step_evaluate(
         raise _replay(session, params) from None
     if spawn is not None:
         spawn.recorded(*keys[spawned_at : spawned_at + 2], parent=session)
-    return _result(method, params, verdict, entry.entry_hash)
-
-
-def _result(
-    method: str, params: dict[str, Any], verdict: guardian.Verdict, head: str
-) -> dict[str, Any]:
     return {
         "type": "final",
         "acs_version": config.ACS_VERSION,
@@ -376,7 +325,7 @@ def _result(
         if method == "steps/subagentStart"
         else [],
         "policy_data": verdict.policy_data,
-        "chain_hash": head,
+        "chain_hash": entry.entry_hash,
     }
 
 
@@ -389,31 +338,8 @@ def _next_entry(
 ) -> AcsEntry:
     """The step's ContextEntry (unsaved), appended to the session held under its row lock:
     the session's entry_count and head_hash move to it."""
-    entry, digest = _entry(
-        session,
-        method,
-        params,
-        request_hash,
-        verdict,
-        session.entry_count + 1,
-        session.head_hash or None,
-    )
-    session.entry_count = entry.position
-    session.head_hash = digest
-    return entry
-
-
-def _entry(
-    session: AcsSession,
-    method: str,
-    params: dict[str, Any],
-    request_hash: str,
-    verdict: guardian.Verdict,
-    position: int,
-    previous: str | None,
-) -> tuple[AcsEntry, str]:
-    """The unsaved ContextEntry at ``position`` after ``previous``, and its hash."""
-    members = {
+    position = session.entry_count + 1
+    entry = {
         "entry_id": str(position),
         "step_id": params["request_id"],
         "step_type": method,
@@ -421,18 +347,20 @@ def _entry(
         "request_hash": request_hash,
         "decision": verdict.decision,
     }
-    digest = chain.entry_hash(members, previous)
-    row = AcsEntry(
+    previous = session.head_hash or None
+    digest = chain.entry_hash(entry, previous)
+    session.entry_count = position
+    session.head_hash = digest
+    return AcsEntry(
         session=session,
         position=position,
-        entry=members,
+        entry=entry,
         previous_hash=previous or "",
         entry_hash=digest,
         step_type=method,
         decision=verdict.decision,
         reason_codes=verdict.reason_codes,
     )
-    return row, digest
 
 
 def _session_start(session: AcsSession, payload: dict[str, Any]) -> guardian.Verdict:

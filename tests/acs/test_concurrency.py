@@ -1,24 +1,20 @@
 """Concurrent requests on PostgreSQL: the replay refusal is a unique constraint, so of two
 simultaneous copies of a request exactly one passes; steps of one session racing each other
-append one after the other under the session's row lock, and the chain verifies; so do racing
-spawns, each of which is one write statement (delegations/acs/one_statement.py)."""
+append one after the other under the session's row lock, and the chain verifies."""
 
 from __future__ import annotations
 
 import json
 import threading
-import uuid
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
 from django.db import connection
 from django.test import Client
-from django.test.utils import CaptureQueriesContext
 
-from delegations.acs.models import AcsEntry, AcsSession
-from delegations.models import AgentSession, Origin
-from tests.acs.runtime import Runtime, intent
+from delegations.acs.models import AcsEntry
+from tests.acs.runtime import Runtime
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -64,44 +60,3 @@ def test_racing_steps_of_one_session_make_one_unbroken_chain():
     out = StringIO()
     call_command("verify_acs_chain", rt.session_id, stdout=out)
     assert "chain open, 6 entries" in out.getvalue()
-
-
-def test_racing_spawns_of_one_parent_record_every_child_in_one_unbroken_chain():
-    """On PostgreSQL a usual spawn is one statement that locks the parent and hashes the entry in
-    the database: racing spawns still append one after the other, and the chain verifies."""
-    rt = Runtime(Client())
-    rt.hello()
-    rt.session_start(intent(("search",)))
-    children = [str(uuid.uuid4()) for _ in range(8)]
-    bodies = [
-        json.dumps(
-            rt.envelope(
-                "steps/subagentStart",
-                rt.spawn_payload(child, "inherit_subset", child_intent=intent(("search",))),
-            )
-        )
-        for child in children
-    ]
-    answers = race(bodies)
-    assert all(a["result"]["decision"] == "allow" for a in answers), answers
-    assert len({a["result"]["chain_hash"] for a in answers}) == 8
-    parent = AcsSession.objects.get(session_id=rt.session_id)
-    assert sorted(parent.children.values_list("session_id", flat=True)) == sorted(children)
-    assert AgentSession.objects.filter(name__in=children, origin=Origin.ACS).count() == 8
-    out = StringIO()
-    call_command("verify_acs_chain", rt.session_id, stdout=out)
-    assert "chain open, 9 entries" in out.getvalue()  # sessionStart and 8 spawns
-
-
-def test_a_usual_spawn_is_one_write_statement_after_reading_its_parent():
-    rt = Runtime(Client())
-    rt.hello()
-    rt.session_start(intent(("search",)))
-    child = str(uuid.uuid4())
-    with CaptureQueriesContext(connection) as queries:
-        answer = rt.spawn(child, "inherit_subset", child_intent=intent(("search",)))
-    statements = [q["sql"] for q in queries.captured_queries]
-    writes = [s for s in statements if not s.startswith("SELECT")]
-    assert len(writes) == 1 and writes[0].startswith("WITH cur AS"), statements
-    assert answer["chain_hash"] == AcsSession.objects.get(session_id=rt.session_id).head_hash
-    assert AcsSession.objects.get(session_id=child).parent.session_id == rt.session_id
