@@ -1,11 +1,13 @@
 """Concurrent requests on PostgreSQL: the replay refusal is a unique constraint, so of two
 simultaneous copies of a request exactly one passes; steps of one session racing each other
-append one after the other under the session's row lock, and the chain verifies."""
+append one after the other under the session's row lock, and the chain verifies; so do racing
+spawns of one parent, each child recorded once."""
 
 from __future__ import annotations
 
 import json
 import threading
+import uuid
 from io import StringIO
 
 import pytest
@@ -13,8 +15,9 @@ from django.core.management import call_command
 from django.db import connection
 from django.test import Client
 
-from delegations.acs.models import AcsEntry
-from tests.acs.runtime import Runtime
+from delegations.acs.models import AcsEntry, AcsSession
+from delegations.models import AgentSession, Origin
+from tests.acs.runtime import Runtime, intent
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -60,3 +63,28 @@ def test_racing_steps_of_one_session_make_one_unbroken_chain():
     out = StringIO()
     call_command("verify_acs_chain", rt.session_id, stdout=out)
     assert "chain open, 6 entries" in out.getvalue()
+
+
+def test_racing_spawns_of_one_parent_record_every_child_in_one_unbroken_chain():
+    rt = Runtime(Client())
+    rt.hello()
+    rt.session_start(intent(("search",)))
+    children = [str(uuid.uuid4()) for _ in range(8)]
+    bodies = [
+        json.dumps(
+            rt.envelope(
+                "steps/subagentStart",
+                rt.spawn_payload(child, "inherit_subset", child_intent=intent(("search",))),
+            )
+        )
+        for child in children
+    ]
+    answers = race(bodies)
+    assert all(a["result"]["decision"] == "allow" for a in answers), answers
+    assert len({a["result"]["chain_hash"] for a in answers}) == 8
+    parent = AcsSession.objects.get(session_id=rt.session_id)
+    assert sorted(parent.children.values_list("session_id", flat=True)) == sorted(children)
+    assert AgentSession.objects.filter(name__in=children, origin=Origin.ACS).count() == 8
+    out = StringIO()
+    call_command("verify_acs_chain", rt.session_id, stdout=out)
+    assert "chain open, 9 entries" in out.getvalue()  # sessionStart and 8 spawns
