@@ -34,7 +34,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from functools import cache
+from functools import cache, lru_cache
 from operator import attrgetter
 from typing import Any, NamedTuple, TypeVar
 
@@ -402,7 +402,7 @@ def _single_insert_sql(model: type[models.Model], suffix: str, vendor: str) -> s
     return f"INSERT INTO {table} ({columns}) VALUES ({marks}) {suffix} RETURNING {pk}"  # noqa: S608  (identifiers from the model, values as parameters)
 
 
-@cache
+@lru_cache(maxsize=512)
 def _qmark(sql: str) -> str:
     # What Django's SQLite cursor does to every statement it runs, once per statement text.
     return SQLiteCursorWrapper.convert_query(None, sql)  # type: ignore[arg-type]
@@ -413,8 +413,8 @@ def _fetch_one(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> tu
 
     On SQLite, where a statement costs less than Django's cursor wrapping around it, the
     statement goes straight to the driver when nobody observes statements (no execute
-    wrappers, no query log, as in tests and DEBUG): the same checks and error translation,
-    without the per-statement conversion and bookkeeping."""
+    wrappers and no query log, which tests capturing queries and DEBUG turn on): the same
+    checks and error translation, without the per-statement conversion and bookkeeping."""
     if conn.vendor == "sqlite" and not conn.execute_wrappers and not conn.queries_logged:
         conn.ensure_connection()
         conn.validate_no_broken_transaction()
@@ -500,8 +500,10 @@ def write_together(writes: Sequence[Write]) -> list[Any]:
     one round trip; it stands or fails as a whole, and the writes must not touch the same row
     (they all see the snapshot the statement started with). SQLite, which has no
     data-modifying CTEs but no round trips either: one statement each, stopping at the first
-    that fails. Raises IntegrityError like the ORM; the caller's transaction must then be
-    rolled back (on PostgreSQL it is aborted).
+    that fails. A write made with ``after`` runs only if that earlier write returned a row
+    (inside the PostgreSQL statement an ``INSERT … SELECT … WHERE EXISTS`` on it). Raises
+    IntegrityError like the ORM; the caller's transaction must then be rolled back (on
+    PostgreSQL it is aborted).
     """
     conn = _connection()
     if not writes:
