@@ -1,11 +1,16 @@
 """Writes of the ACS endpoint. Every evaluated step goes through ``step_evaluate``.
 
-Contract of each step, in one transaction: lock the session row (``select_for_update``, so two
+Contract of each step, in one transaction: lock the session row (``SELECT … FOR UPDATE``, so two
 steps of one session append one after the other on PostgreSQL; SQLite serialises writers), refuse
 a replay by inserting its request_id and nonce under a unique constraint, decide, append one
-ContextEntry, and — for a spawn — record the child and its place in the lineage through
-``delegations.services.object_apply`` (so the usual signals reach the human side). An AcsError
-raised anywhere rolls all of it back.
+ContextEntry, and — for a spawn — record the child and its place in the lineage as a new
+AgentSession (announced, so the usual signals reach the human side; a session already there goes
+through ``delegations.services.object_apply``). An AcsError raised anywhere rolls all of it back.
+
+A spawn's verdict and rows depend only on the request and the parent's intent, so they are made
+before the transaction from the parent as it stands, and used if the locked parent still holds
+that intent (else made again under the lock); its replay row, child, lineage session, entry and
+head then go in one ``delegations.sql.write_together`` group (one round trip on PostgreSQL).
 """
 
 from __future__ import annotations
@@ -275,6 +280,10 @@ def _step_evaluate(
             "chain hash",
             {"chain_hash": session.head_hash or None},
         )
+    if method != "steps/subagentStart":
+        # Before anything is evaluated: a stop's evaluation records (and logs) anomalies. A
+        # spawn's evaluation has no effects, so its replay row goes with its other writes.
+        _mark_seen(session, params)
     intent_before = (session.intent, session.intent_source)
     payload = params["payload"]
     spawn: _Spawn | None = None
@@ -300,9 +309,11 @@ def _step_evaluate(
         session.sealed_hash = entry.entry_hash
         session.sealed_at = timezone.now()
         changed += ["state", "sealed_hash", "sealed_at"]
-    # Everything the step writes, in one round trip on PostgreSQL (delegations.sql): the replay
-    # refusal first, then the spawn's child and its place in the lineage, the entry, the head.
-    writes = [row_sql.insert_write(row) for row in _seen_rows(session, params)]
+    # What the step writes, in one round trip on PostgreSQL (delegations.sql): for a spawn the
+    # replay refusal and the child and its place in the lineage, then the entry and the head.
+    writes = []
+    if method == "steps/subagentStart":
+        writes += [row_sql.insert_write(row) for row in _seen_rows(session, params)]
     spawned_at = len(writes)
     writes += spawn_writes
     writes += [row_sql.insert_write(entry), row_sql.update_write(session, changed)]
