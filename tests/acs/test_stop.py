@@ -107,3 +107,17 @@ def test_a_second_stop_of_the_same_child_is_an_anomaly(runtime):
     runtime.stop(child)
     assert runtime.stop(child, "failed")["reason_codes"] == ["duplicate_stop"]
     assert AcsSession.objects.get(session_id=child).outcome == "failed"
+
+
+def test_a_replayed_stop_is_refused_before_it_is_evaluated(runtime, caplog):
+    child = str(uuid.uuid4())
+    runtime.spawn(child, "fresh")
+    envelope = runtime.envelope(
+        "steps/subagentStop",
+        {"subagent_session_id": child, "outcome": "completed", "final_chain_hash": "0" * 64},
+    )
+    assert "result" in runtime.post(envelope)
+    caplog.clear()
+    assert runtime.post(envelope)["error"]["code"] == -32005
+    assert "anomaly" not in caplog.text
+    assert not AcsAnomaly.objects.filter(code="duplicate_stop").exists()
