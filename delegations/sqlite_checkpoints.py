@@ -20,6 +20,7 @@ import os
 import sqlite3
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -33,19 +34,35 @@ _lock = threading.Lock()
 
 def _run(path: str) -> None:
     try:
-        db = sqlite3.connect(path, isolation_level=None, timeout=20, check_same_thread=False)
+        # mode=rw: never create the file (it may have been removed since the thread started).
+        db = sqlite3.connect(
+            Path(path).resolve().as_uri() + "?mode=rw",
+            uri=True,
+            isolation_level=None,
+            timeout=20,
+            check_same_thread=False,
+        )
     except sqlite3.Error:
-        logger.exception("cannot open %s for checkpoints; commits will checkpoint instead", path)
+        if os.path.exists(path):
+            logger.exception("cannot open %s for checkpoints; commits will checkpoint", path)
+        _forget(path)
         return
-    while True:
+    # Until the file is gone (a removed test or scratch database): the next connection to a new
+    # file of that name starts a thread again.
+    while os.path.exists(path):
         time.sleep(INTERVAL)
         try:
             db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-        except sqlite3.Error as exc:  # e.g. the file was removed (a test database)
+        except sqlite3.Error as exc:
             logger.debug("checkpoint of %s skipped: %s", path, exc)
-            if not os.path.exists(path):
-                break
     db.close()
+    _forget(path)
+
+
+def _forget(path: str) -> None:
+    with _lock:
+        if _started.get(path) == os.getpid():
+            del _started[path]
 
 
 def on_connection_created(sender: Any, connection: Any, **kwargs: Any) -> None:

@@ -63,3 +63,17 @@ def test_an_in_memory_database_gets_no_thread(db):
         return
     assert connection.is_in_memory_db()
     assert str(connection.settings_dict["NAME"]) not in sqlite_checkpoints._started
+
+
+def test_the_thread_ends_with_its_database_file(tmp_path, django_db_blocker):
+    path = tmp_path / "scratch.sqlite3"
+    with django_db_blocker.unblock():
+        wrapper = open_file_database(path)
+        wrapper.close()
+    assert sqlite_checkpoints._started.get(str(path))
+    for suffix in ("", "-wal", "-shm"):
+        (tmp_path / f"scratch.sqlite3{suffix}").unlink(missing_ok=True)
+    deadline = time.monotonic() + 10
+    while str(path) in sqlite_checkpoints._started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert str(path) not in sqlite_checkpoints._started
