@@ -121,7 +121,7 @@ def update_rows(objs: Sequence[models.Model], fields: Sequence[models.Field]) ->
     pk = model._meta.pk
     assignments = ", ".join(f"{quote(f.column)} = %s" for f in fields)
     sql = f"UPDATE {quote(model._meta.db_table)} SET {assignments} WHERE {quote(pk.column)} = %s"  # noqa: S608  (identifiers from the model, values as parameters)
-    row = _update_row(model, (*names, "pk"))
+    row = _row(model, (*names, "pk"), add=False)
     with conn.cursor() as cursor:
         cursor.executemany(sql, [row(obj, conn) for obj in objs])
 
@@ -158,9 +158,11 @@ def _preparer(field: models.Field) -> Prepare:
 
 
 @cache
-def _update_row(model: type[models.Model], names: tuple[str, ...]) -> Row:
-    """The function giving a saved instance's values of ``names`` as the ORM would send them."""
-    steps = [(_getter(f, False), _preparer(f)) for f in _fields(model, names)]
+def _row(model: type[models.Model], names: tuple[str, ...] | None, *, add: bool) -> Row:
+    """The function giving an instance's values of ``names`` (None: the columns an INSERT
+    sends) as the ORM would send them; ``add``: for an INSERT (see ``_getter``). Built once per
+    model and shape: a field's own hash is slow to compute."""
+    steps = [(_getter(f, add), _preparer(f)) for f in _fields(model, names)]
     return lambda obj, conn: [prepare(get(obj), conn) for get, prepare in steps]
 
 
@@ -243,14 +245,20 @@ def _json_document(objs: Sequence[models.Model], row: JsonRow, conn: Any) -> str
         return None
 
 
+def _unobserved(conn: BaseDatabaseWrapper) -> bool:
+    """Nobody observes this connection's statements: no execute wrappers, no query log (tests
+    capturing queries and DEBUG turn them on). Then a statement may skip Django's cursor."""
+    return not conn.execute_wrappers and not conn.queries_logged
+
+
 def _run_document(conn: BaseDatabaseWrapper, sql: str, document: str) -> list[tuple]:
     """Run a PostgreSQL statement whose one parameter is a JSON document; return its rows.
 
-    When nobody observes statements (no execute wrappers, no query log), the document goes as a
+    When nobody observes statements (``_unobserved``), the document goes as a
     parameter of its own (server-side binding): Django's cursor binds on the client, which
     quotes hundreds of kilobytes into the statement's text for the server's parser to scan
     again. The same checks and error translation as Django's cursor."""
-    if not conn.execute_wrappers and not conn.queries_logged:
+    if _unobserved(conn):
         from psycopg import Cursor  # PostgreSQL's driver, imported only where it is used
 
         conn.ensure_connection()
@@ -335,24 +343,9 @@ def db_value(field: models.Field, value: Any, conn: Any) -> Any:
     return field.get_db_prep_save(value, conn)
 
 
-@cache
-def _insert_plan(model: type[models.Model]) -> tuple[tuple[models.Field, str, tuple, bool], ...]:
-    # Per insert field: its attribute, the types it prepares to themselves, and whether its
-    # pre_save computes the value (auto_now, auto_now_add, files; for every other field it is
-    # the attribute itself). Built once per model: a field's own hash is slow to compute.
-    return tuple(
-        (f, f.attname, _passes(f), type(f).pre_save is not models.Field.pre_save)
-        for f in _insert_fields(model)
-    )
-
-
 def insert_values(row: models.Model, conn: Any) -> list[Any]:
     """The values of unsaved ``row`` for ``_insert_fields``, as ``save()`` would send them."""
-    values = []
-    for field, attname, passes, computed in _insert_plan(type(row)):
-        value = field.pre_save(row, True) if computed else getattr(row, attname)
-        values.append(value if type(value) in passes else field.get_db_prep_save(value, conn))
-    return values
+    return _row(type(row), None, add=True)(row, conn)
 
 
 class RowReader:
@@ -412,10 +405,10 @@ def _fetch_one(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> tu
     """Run one statement and return its first row (None when it returned none).
 
     On SQLite, where a statement costs less than Django's cursor wrapping around it, the
-    statement goes straight to the driver when nobody observes statements (no execute
-    wrappers and no query log, which tests capturing queries and DEBUG turn on): the same
-    checks and error translation, without the per-statement conversion and bookkeeping."""
-    if conn.vendor == "sqlite" and not conn.execute_wrappers and not conn.queries_logged:
+    statement goes straight to the driver when nobody observes statements (``_unobserved``):
+    the same checks and error translation, without the per-statement conversion and
+    bookkeeping."""
+    if conn.vendor == "sqlite" and _unobserved(conn):
         conn.ensure_connection()
         conn.validate_no_broken_transaction()
         with conn.wrap_database_errors:

@@ -127,14 +127,7 @@ def _lineage_apply(session: AcsSession, *, parent: AcsSession | None = None) -> 
     """Mirror the session as an AgentSession (origin=acs) in ACS_NAMESPACE; a child's
     ``spec.parent`` is its parent's, a root reads ACS_ROOT_CHANNEL when one is configured.
     ``parent``: the session's parent row when the caller holds it (saves reading it again)."""
-    spec: dict[str, Any] = {}
-    parent = parent or session.parent
-    if parent is not None:
-        spec["parent"] = {"namespace": config.namespace(), "name": parent.session_id}
-    else:
-        channel = config.root_channel()
-        if channel:
-            spec["inputChannel"] = channel
+    spec = _lineage_spec(parent or session.parent)
     # Usually the session is new to the lineage: one insert. One already there (e.g. a child that
     # said hello before its spawn was reported) is updated by object_apply under its rules.
     created = platform_services.agent_session_create_if_absent(
@@ -149,6 +142,15 @@ def _lineage_apply(session: AcsSession, *, parent: AcsSession | None = None) -> 
             },
             origin=Origin.ACS,
         )
+
+
+def _lineage_spec(parent: AcsSession | None) -> dict[str, Any]:
+    """The AgentSession spec of a session: its parent's, or for a root ACS_ROOT_CHANNEL when
+    one is configured."""
+    if parent is not None:
+        return {"parent": {"namespace": config.namespace(), "name": parent.session_id}}
+    channel = config.root_channel()
+    return {"inputChannel": channel} if channel else {}
 
 
 def lineage_session(session: AcsSession) -> AgentSession | None:
@@ -397,20 +399,13 @@ class _Spawn:
     spawn) meets the unique constraint and nothing of it is inserted; ``recorded`` then locks
     and updates it."""
 
-    def __init__(
-        self,
-        parent: AcsSession,
-        request_id: str,
-        verdict: guardian.Verdict,
-        child: AcsSession,
-        spawn: dict[str, Any],
-    ) -> None:
-        self.parent, self.request_id, self.verdict = parent, request_id, verdict
+    def __init__(self, child: AcsSession, spawn: dict[str, Any]) -> None:
+        """``child``: its unsaved row; ``spawn``: the spawn's record, as set on a known child."""
         self.child, self.spawn = child, spawn
         self.lineage = platform_services.agent_session_new(
             namespace=config.namespace(),
             name=child.session_id,
-            spec={"parent": {"namespace": config.namespace(), "name": parent.session_id}},
+            spec=_lineage_spec(spawn["parent"]),
             origin=Origin.ACS,
         )
 
@@ -431,8 +426,8 @@ class _Spawn:
             else:  # a session of that name was already in the lineage: updated under its rules
                 _lineage_apply(self.child, parent=parent)
             return
-        self.spawn["parent"] = parent
-        _known_child_spawned(parent, self.child.session_id, self.spawn, self.request_id)
+        spawn = {**self.spawn, "parent": parent}
+        _known_child_spawned(parent, self.child.session_id, spawn, spawn["spawn_request_id"])
 
 
 def _subagent_start(
@@ -469,7 +464,7 @@ def _subagent_start(
     if verdict.decision == "allow":
         spawn.update(intent=verdict.effective_intent, intent_source="spawn")
     child = AcsSession(session_id=child_id, **spawn)
-    return verdict, _Spawn(parent, request_id, verdict, child, spawn)
+    return verdict, _Spawn(child, spawn)
 
 
 def _known_child_spawned(

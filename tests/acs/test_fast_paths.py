@@ -185,6 +185,14 @@ def test_the_in_memory_test_database_needs_no_file_lock(db):
     assert rows._lock_path() is None
 
 
+def run_side_by_side(*targets: Any) -> None:
+    threads = [threading.Thread(target=target) for target in targets]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+
+
 def test_writers_on_a_sqlite_file_take_turns(tmp_path, monkeypatch):
     monkeypatch.setattr(rows, "_lock_path", lambda: str(tmp_path / "db.sqlite3.writers"))
     order: list[str] = []
@@ -202,11 +210,7 @@ def test_writers_on_a_sqlite_file_take_turns(tmp_path, monkeypatch):
         with rows.writer_turn():
             order.append("second in")
 
-    threads = [threading.Thread(target=first), threading.Thread(target=second)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(10)
+    run_side_by_side(first, second)
     assert order == ["first in", "first out", "second in"]
 
 
@@ -227,11 +231,7 @@ def test_a_writer_that_released_early_lets_the_next_one_in_before_it_leaves(tmp_
         with rows.writer_turn():
             order.append("second in")
 
-    threads = [threading.Thread(target=first), threading.Thread(target=second)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(10)
+    run_side_by_side(first, second)
     assert order == ["second in", "first out"]
 
 
