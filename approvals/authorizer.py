@@ -14,6 +14,8 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Q
 
+from delegations.sql import fetch_one
+
 
 class SourcesUnknown(Exception):
     """The sources cannot be established; callers must fail closed. ``resource`` names the
@@ -83,9 +85,8 @@ class LocalAuthorizer:
         # Gate 4 of every decision: one plain statement, since the ORM's compilation of this
         # three-table join cost several times running it (same rows as
         # ResourceOwner.objects.filter(resource__tags__tag_id=..., email=...).exists()).
-        with connection.cursor() as cursor:
-            cursor.execute(_may_speak_for_sql(connection.vendor), [tag_id, email.strip().lower()])
-            return cursor.fetchone() is not None
+        found = fetch_one(_may_speak_for_sql(connection.vendor), [tag_id, email.strip().lower()])
+        return found is not None
 
     def resource_owners(self, resources: list[str]) -> set[str]:
         from approvals.models import ResourceOwner, SourceResource

@@ -14,7 +14,7 @@ from approvals.models import Card, CardApprover, CardState, ChannelWatcher, Subs
 from delegations.lineage import DatabaseSessionReader, RoutingError, SessionRef, route_prompt
 from delegations.models import SubagentRequest
 from delegations.platform import TERMINAL_PHASES, Phase
-from delegations.sql import RowReader
+from delegations.sql import RowReader, fetch_one
 
 STATE_FILTERS = {
     "open": "Waiting for a decision",
@@ -175,12 +175,10 @@ def card_for_decision(card_id: int) -> DecisionRead | None:
     fields converted as the ORM would. Read inside the decision's transaction, so it is as
     consistent as the statements that follow it.
     """
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _decision_read_sql(connection.vendor),
-            [True, Subscriber.Kind.WEBHOOK, Subscriber.Kind.SLACK, card_id],
-        )
-        row = cursor.fetchone()
+    row = fetch_one(
+        _decision_read_sql(connection.vendor),
+        [True, Subscriber.Kind.WEBHOOK, Subscriber.Kind.SLACK, card_id],
+    )
     if row is None:
         return None
     card_width = len(_CARD.fields)

@@ -32,7 +32,7 @@ import math
 import os
 import uuid
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import cache, lru_cache
 from operator import attrgetter
@@ -401,13 +401,18 @@ def _qmark(sql: str) -> str:
     return SQLiteCursorWrapper.convert_query(None, sql)  # type: ignore[arg-type]
 
 
-def _fetch_one(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> tuple | None:
-    """Run one statement and return its first row (None when it returned none).
+def fetch_one(sql: str, params: Sequence[Any]) -> tuple | None:
+    """Run one statement of this module's kind (its text built once, its values as
+    parameters) and return its first row (None when it returned none).
 
     On SQLite, where a statement costs less than Django's cursor wrapping around it, the
     statement goes straight to the driver when nobody observes statements (``_unobserved``):
     the same checks and error translation, without the per-statement conversion and
     bookkeeping."""
+    return _fetch_one(_connection(), sql, params)
+
+
+def _fetch_one(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> tuple | None:
     if conn.vendor == "sqlite" and _unobserved(conn):
         conn.ensure_connection()
         conn.validate_no_broken_transaction()
@@ -470,18 +475,28 @@ def _guarded_insert_sql(model: type[models.Model], suffix: str, after: int, vend
     )
 
 
-def update_write(row: models.Model, fields: Sequence[str]) -> Write:
+def update_write(
+    row: models.Model, fields: Sequence[str], *, unchanged: Mapping[str, Any] | None = None
+) -> Write:
     """The UPDATE of only ``fields`` of saved ``row`` (by primary key), as
     ``save(update_fields=…)`` writes them, without reading back or sending signals (for models
-    none are connected to)."""
+    none are connected to). ``unchanged``: field name -> value the stored row must still hold
+    (compare-and-set; None matches NULL, JSON compares by value); when one differs the write
+    returns no row and changes nothing."""
     conn = _connection()
     meta = row._meta
     targets = [meta.get_field(name) for name in fields]
     assignments = ", ".join(f"{_quote(f.column)} = %s" for f in targets)
     values = [db_value(f, f.pre_save(row, add=False), conn) for f in targets]
     pk = _quote(meta.pk.column)
-    sql = f"UPDATE {_quote(meta.db_table)} SET {assignments} WHERE {pk} = %s RETURNING {pk}"  # noqa: S608  (identifiers from the model, values as parameters)
-    return Write(sql, [*values, row.pk])
+    where, expected = f"{pk} = %s", [row.pk]
+    same = "IS NOT DISTINCT FROM" if conn.vendor == "postgresql" else "IS"
+    for name, value in (unchanged or {}).items():
+        field = meta.get_field(name)
+        where += f" AND {_quote(field.column)} {same} %s"
+        expected.append(db_value(field, value, conn))
+    sql = f"UPDATE {_quote(meta.db_table)} SET {assignments} WHERE {where} RETURNING {pk}"  # noqa: S608  (identifiers from the model, values as parameters)
+    return Write(sql, [*values, *expected])
 
 
 def write_together(writes: Sequence[Write]) -> list[Any]:
