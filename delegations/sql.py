@@ -32,7 +32,7 @@ import math
 import os
 import uuid
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache, lru_cache
 from operator import attrgetter
@@ -475,28 +475,18 @@ def _guarded_insert_sql(model: type[models.Model], suffix: str, after: int, vend
     )
 
 
-def update_write(
-    row: models.Model, fields: Sequence[str], *, unchanged: Mapping[str, Any] | None = None
-) -> Write:
+def update_write(row: models.Model, fields: Sequence[str]) -> Write:
     """The UPDATE of only ``fields`` of saved ``row`` (by primary key), as
     ``save(update_fields=…)`` writes them, without reading back or sending signals (for models
-    none are connected to). ``unchanged``: field name -> value the stored row must still hold
-    (compare-and-set; None matches NULL, JSON compares by value); when one differs the write
-    returns no row and changes nothing."""
+    none are connected to)."""
     conn = _connection()
     meta = row._meta
     targets = [meta.get_field(name) for name in fields]
     assignments = ", ".join(f"{_quote(f.column)} = %s" for f in targets)
     values = [db_value(f, f.pre_save(row, add=False), conn) for f in targets]
     pk = _quote(meta.pk.column)
-    where, expected = f"{pk} = %s", [row.pk]
-    same = "IS NOT DISTINCT FROM" if conn.vendor == "postgresql" else "IS"
-    for name, value in (unchanged or {}).items():
-        field = meta.get_field(name)
-        where += f" AND {_quote(field.column)} {same} %s"
-        expected.append(db_value(field, value, conn))
-    sql = f"UPDATE {_quote(meta.db_table)} SET {assignments} WHERE {where} RETURNING {pk}"  # noqa: S608  (identifiers from the model, values as parameters)
-    return Write(sql, [*values, *expected])
+    sql = f"UPDATE {_quote(meta.db_table)} SET {assignments} WHERE {pk} = %s RETURNING {pk}"  # noqa: S608  (identifiers from the model, values as parameters)
+    return Write(sql, [*values, row.pk])
 
 
 def write_together(writes: Sequence[Write]) -> list[Any]:

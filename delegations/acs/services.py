@@ -11,20 +11,11 @@ A spawn's verdict and rows depend only on the request and the parent's intent, s
 before the transaction from the parent as it stands, and used if the locked parent still holds
 that intent (else made again under the lock); its replay row, child, lineage session, entry and
 head then go in one ``delegations.sql.write_together`` group (one round trip on PostgreSQL).
-
-On PostgreSQL a spawn first goes without a lock or a transaction (``_spawn_unlocked``): the
-parent is read, the step evaluated, and everything written in one statement, which is its own
-transaction and writes only if the parent still has the head and the intent it was read with
-(compare-and-set: every step moves the head; a parent's spawn can fix a known child's intent).
-Another step that got in between makes it read and try again. Anything unusual (no hello, a
-sealed chain, a claimed hash that differs, a child already known) goes the locked way above,
-which says why. Two round trips instead of five, and no row lock held between them.
 """
 
 from __future__ import annotations
 
 import logging
-from contextlib import nullcontext
 from typing import Any, NamedTuple
 
 from django.db import IntegrityError, connection, models, transaction
@@ -240,68 +231,12 @@ def step_evaluate(*, method: str, params: dict[str, Any]) -> dict[str, Any]:
     # for a spawn, the verdict and the rows, made from the parent as it stands now and used
     # if the locked parent still has that intent.
     digest = chain.request_hash(params)
-    early = None
-    if method == "steps/subagentStart":
-        if connection.vendor == "postgresql":
-            answer = _spawn_unlocked(params, digest)
-            if answer is not None:
-                return answer
-        else:
-            early = _spawn_prepared(params)
+    early = _spawn_prepared(params) if method == "steps/subagentStart" else None
     with row_sql.writer_turn() as release, transaction.atomic():
         # The first hook after the commit, ahead of those the step queues (the reroute check,
         # which only reads): the next writer need not wait for them.
         transaction.on_commit(release)
         return _step_evaluate(method, params, digest, early)
-
-
-# How often an unlocked spawn reads and tries again when other steps of its parent keep getting
-# in first, before it takes the parent's lock instead.
-_UNLOCKED_TRIES = 4
-
-
-def _spawn_unlocked(params: dict[str, Any], request_hash: str) -> dict[str, Any] | None:
-    """A spawn in one statement without a lock (PostgreSQL; see the module's contract): the
-    result body, or None when the locked way must take it. Raises AcsError for a replay."""
-    session_id = params["metadata"]["session_id"].lower()
-    claimed = (params["metadata"].get("session_state") or {}).get("chain_hash")
-    method = "steps/subagentStart"
-    for _ in range(_UNLOCKED_TRIES):
-        session = row_sql.read_one(AcsSession, _STEP_READS, where="session_id", value=session_id)
-        if session is None or session.hello_at is None or session.state == ChainState.SEALED:
-            return None
-        if claimed is not None and claimed != session.head_hash:
-            return None
-        # What the verdict and the entry were made from: every step moves the head, and a
-        # parent's spawn can fix a known child's intent without a step of the child's own.
-        read = {
-            "entry_count": session.entry_count,
-            "head_hash": session.head_hash,
-            "intent": session.intent,
-        }
-        verdict, spawn = _subagent_start(session, params, params["payload"])
-        entry = _next_entry(session, method, params, request_hash, verdict)
-        # The head first: everything else is written only if it still was the one read.
-        writes = [row_sql.update_write(session, ["entry_count", "head_hash"], unchanged=read)]
-        writes += [row_sql.insert_write(row, after=0) for row in _seen_rows(session, params)]
-        spawned_at = len(writes)
-        if spawn is not None:
-            writes += spawn.writes(after=0)
-        writes.append(row_sql.insert_write(entry, after=0))
-        try:
-            # Its own transaction; a savepoint when the caller holds one open.
-            with transaction.atomic() if connection.in_atomic_block else nullcontext():
-                keys = row_sql.write_together(writes)
-        except IntegrityError as exc:
-            if _is_replay(exc):
-                raise _replay(session, params) from None
-            return None  # the child (or its lineage session) is known: the locked way records it
-        if keys[0] is None:
-            continue  # another step of the parent got in first: read again
-        if spawn is not None:
-            spawn.recorded(*keys[spawned_at : spawned_at + 2], parent=session)
-        return _final(method, params, verdict, entry)
-    return None
 
 
 class _Prepared(NamedTuple):
@@ -392,13 +327,6 @@ def _step_evaluate(
         raise _replay(session, params) from None
     if spawn is not None:
         spawn.recorded(*keys[spawned_at : spawned_at + 2], parent=session)
-    return _final(method, params, verdict, entry)
-
-
-def _final(
-    method: str, params: dict[str, Any], verdict: guardian.Verdict, entry: AcsEntry
-) -> dict[str, Any]:
-    """The result body of an evaluated step (unsigned)."""
     return {
         "type": "final",
         "acs_version": config.ACS_VERSION,
@@ -481,15 +409,7 @@ class _Spawn:
             origin=Origin.ACS,
         )
 
-    def writes(self, after: int | None = None) -> list[row_sql.Write]:
-        """The inserts of the child and its lineage session. Without ``after``, each is skipped
-        (returns no key) when its row exists; with it, only if that write of the group returned
-        a row, and an existing row fails the group (IntegrityError)."""
-        if after is not None:
-            return [
-                row_sql.insert_write(self.child, after=after),
-                row_sql.insert_write(self.lineage, after=after),
-            ]
+    def writes(self) -> list[row_sql.Write]:
         return [
             row_sql.insert_write(self.child, if_absent=("session_id",)),
             row_sql.insert_write(self.lineage, if_absent=platform_services.AGENT_SESSION_KEY),

@@ -212,25 +212,21 @@ def test_a_child_claimed_by_a_second_parent_keeps_its_first_parent(runtime):
 def test_a_spawn_is_judged_by_the_intent_the_parent_holds_when_the_step_is_recorded(
     runtime, monkeypatch
 ):
-    """The verdict is made from the parent as read before the step is written (without a lock:
-    on SQLite before the lock is taken, on PostgreSQL in place of it); if the parent's intent
-    changes in between, the step judges the spawn again from the intent it then has."""
-    from delegations import sql as row_sql
+    """The verdict is prepared before the step takes the parent's lock; if the parent's intent
+    changes in between (another request of the session), the step judges the spawn again."""
+    from delegations.acs import services
 
     runtime.session_start(intent(("search",)))
-    read_one = row_sql.read_one
-    changed: list[bool] = []
+    prepare = services._spawn_prepared
 
-    def intent_changes_after_the_first_read(model, fields, **kwargs):
-        found = read_one(model, fields, **kwargs)
-        if model is AcsSession and found is not None and not changed:
-            changed.append(True)
-            AcsSession.objects.filter(session_id=runtime.session_id).update(
-                intent=intent(("git", "read", "repo-a"))
-            )
-        return found
+    def intent_changes_meanwhile(params):
+        prepared = prepare(params)
+        AcsSession.objects.filter(session_id=runtime.session_id).update(
+            intent=intent(("git", "read", "repo-a"))
+        )
+        return prepared
 
-    monkeypatch.setattr(row_sql, "read_one", intent_changes_after_the_first_read)
+    monkeypatch.setattr(services, "_spawn_prepared", intent_changes_meanwhile)
     child = str(uuid.uuid4())
     answer = runtime.spawn(child, "inherit_subset", child_intent=intent(("search",)))
     assert answer["decision"] == "deny"
