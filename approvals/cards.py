@@ -206,7 +206,7 @@ def schedule_pending_interaction_sync(card_id: int) -> None:
     """After commit, bring the asking session's pendingInteractions in step with the card."""
     from approvals.tasks import sync_pending_interaction
 
-    transaction.on_commit(lambda: sync_pending_interaction.delay(card_id))
+    transaction.on_commit(lambda: sync_pending_interaction.delay(card_id), robust=True)
 
 
 def schedule_pending_interaction_syncs(card_ids: list[int]) -> None:
@@ -214,7 +214,7 @@ def schedule_pending_interaction_syncs(card_ids: list[int]) -> None:
     from approvals.tasks import sync_pending_interactions
 
     if card_ids:
-        transaction.on_commit(lambda: sync_pending_interactions.delay(card_ids))
+        transaction.on_commit(lambda: sync_pending_interactions.delay(card_ids), robust=True)
 
 
 def card_close(*, card: Card, state: str, detail: str) -> bool:
@@ -275,7 +275,7 @@ def schedule_reroute() -> None:
     transaction, and neither sees the other's uncommitted rows. Both sides call this: the side
     that commits last then sees both the card and the session.
     """
-    transaction.on_commit(cards_reroute_undelivered)
+    transaction.on_commit(cards_reroute_undelivered, robust=True)
 
 
 _STUCK = Q(

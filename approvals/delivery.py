@@ -47,11 +47,17 @@ def schedule_status_write(decision: Decision) -> None:
     where the task would run in this process anyway) it is written here at once from the
     objects in hand: no reload, no Celery eager machinery. A write that cannot be made now
     leaves the decision RECORDED for the sweep, as the eager task would.
+
+    Like every hook the human side queues for after a commit, it is ``robust``: what it does
+    follows a change already committed, so its failure (the broker down, say) is logged and
+    must not reach the caller, who would otherwise report a recorded decision as not recorded
+    and skip the hooks queued after it. Each has its backstop: the sweep for status writes,
+    ``notifications_retry_due`` for notifications, the watcher's tick for rerouting.
     """
     from approvals.tasks import write_decision_status
 
     if not write_decision_status.app.conf.task_always_eager:
-        transaction.on_commit(lambda: write_decision_status.delay(decision.pk))
+        transaction.on_commit(lambda: write_decision_status.delay(decision.pk), robust=True)
         return
 
     def write_now() -> None:
@@ -62,7 +68,7 @@ def schedule_status_write(decision: Decision) -> None:
         except Exception:  # committed already: the decision stands, only this write failed
             logger.exception("writing decision %s to the status failed", decision.pk)
 
-    transaction.on_commit(write_now)
+    transaction.on_commit(write_now, robust=True)
 
 
 def _write(decision: Decision) -> str:

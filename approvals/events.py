@@ -51,7 +51,7 @@ def publish_card_events(cards: list[Card], event: str) -> None:
         for card in cards
     ]
     if items:
-        transaction.on_commit(lambda: _send(items, event))
+        transaction.on_commit(lambda: _send(items, event), robust=True)
 
 
 Item = tuple[int, str, tuple[str, str] | None]

@@ -139,7 +139,7 @@ def _queue(subscriber: Subscriber, card: Card | None, event: str, body: dict[str
     )
     from approvals.tasks import deliver_notification
 
-    transaction.on_commit(lambda: deliver_notification.delay(notification.pk))
+    transaction.on_commit(lambda: deliver_notification.delay(notification.pk), robust=True)
 
 
 class SubscriberLookup:

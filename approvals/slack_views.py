@@ -43,6 +43,6 @@ def interactions(request: HttpRequest) -> HttpResponse:
         from approvals.tasks import slack_respond
 
         message = slack.outcome_message(card, result)
-        transaction.on_commit(lambda: slack_respond.delay(click.response_url, message))
+        transaction.on_commit(lambda: slack_respond.delay(click.response_url, message), robust=True)
     # Slack wants an answer within 3 seconds; the message edit follows through response_url.
     return HttpResponse(status=200)

@@ -7,14 +7,25 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.db import connection
 
 from approvals.decisions import card_decide
+from approvals.delivery import decisions_retry_recorded
 from approvals.identity import Identity
-from approvals.models import Decision, Delivery, Notification, NotificationState, Subscriber
+from approvals.models import (
+    AuditAction,
+    AuditEntry,
+    Decision,
+    Delivery,
+    Notification,
+    NotificationState,
+    Subscriber,
+)
 from approvals.notify import new_secret
 from config.celery import app as celery_app
 from delegations.models import SubagentRequest
@@ -143,5 +154,49 @@ def test_the_worker_writes_a_decision_to_the_request(team, worker):
         timeout=30,
         what="the worker's status write",
     )
+    status = SubagentRequest.objects.get(name="r").status
+    assert status["approvedDataSlots"] == [{"slot": "logs", "tagID": "tag-logs"}]
+
+
+@contextmanager
+def broker_down() -> Iterator[None]:
+    """Tasks are queued to a broker nobody listens on (Redis stopped, or unreachable)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        url = f"redis://127.0.0.1:{probe.getsockname()[1]}/0"
+    saved = (celery_app.conf.task_always_eager, celery_app.conf.broker_url)
+    celery_app.conf.task_always_eager = False
+    celery_app.conf.broker_url = url
+    reset_broker_pools()
+    try:
+        yield
+    finally:
+        celery_app.conf.task_always_eager, celery_app.conf.broker_url = saved
+        reset_broker_pools()
+
+
+def test_a_card_raised_while_the_broker_is_down_is_raised(team):
+    with broker_down():
+        subagent_request("r")  # its session's pendingInteractions task cannot be queued
+    assert card_for("r").is_open
+
+
+def test_a_decision_taken_while_the_broker_is_down_is_recorded_and_said_to_be(team):
+    subagent_request("r")
+    with broker_down():
+        result = card_decide(
+            card_id=card_for("r").pk, identity=Identity(ALICE), action_id="approve", channel="web"
+        )
+    # The decision was committed before its tasks could not be queued: the person is told it
+    # is recorded (not "nothing was recorded, try again"), and it waits for the sweep.
+    assert result.applied, result.message
+    assert "recorded" in result.message
+    decision = Decision.objects.get()
+    assert decision.delivery == Delivery.RECORDED
+    assert not card_for("r").is_open
+    assert not AuditEntry.objects.filter(action=AuditAction.REFUSED).exists()
+    # The sweep the active watcher runs on every tick writes it without the broker.
+    assert decisions_retry_recorded(older_than=timedelta(0)) == 1
+    assert Decision.objects.get().delivery == Delivery.WRITTEN
     status = SubagentRequest.objects.get(name="r").status
     assert status["approvedDataSlots"] == [{"slot": "logs", "tagID": "tag-logs"}]
