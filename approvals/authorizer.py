@@ -120,16 +120,31 @@ class LocalAuthorizer:
 
 
 @cache
-def _may_speak_for_sql(vendor: str) -> str:
+def _owners_of_tags_sql(vendor: str) -> str:
+    """``FROM`` owners joined to the tags of their resources (aliases o and t)."""
     from approvals.models import DataTag, ResourceOwner
 
     quote = connection.ops.quote_name
     sources = DataTag.sources.through._meta
     return (
-        f"SELECT 1 FROM {quote(ResourceOwner._meta.db_table)} o "  # noqa: S608  (identifiers from the models)
+        f"FROM {quote(ResourceOwner._meta.db_table)} o "
         f"JOIN {quote(sources.db_table)} s ON s.sourceresource_id = o.resource_id "
-        f"JOIN {quote(DataTag._meta.db_table)} t ON t.id = s.datatag_id "
-        "WHERE t.tag_id = %s AND o.email = %s LIMIT 1"
+        f"JOIN {quote(DataTag._meta.db_table)} t ON t.id = s.datatag_id"
+    )
+
+
+@cache
+def _may_speak_for_sql(vendor: str) -> str:
+    return f"SELECT 1 {_owners_of_tags_sql(vendor)} WHERE t.tag_id = %s AND o.email = %s LIMIT 1"
+
+
+def speaks_for_condition(tag_column: str) -> str:
+    """``may_speak_for`` of LocalAuthorizer as an SQL condition on ``tag_column`` of another
+    statement, its one parameter the lower-cased email: so that a statement reading a card can
+    answer gate 4 too (approvals.selectors.card_for_decision)."""
+    return (
+        f"EXISTS (SELECT 1 {_owners_of_tags_sql(connection.vendor)} "
+        f"WHERE t.tag_id = {tag_column} AND o.email = %s)"
     )
 
 

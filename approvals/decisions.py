@@ -7,6 +7,7 @@ never be lost), then written to the SubagentRequest's status by approvals.delive
 from __future__ import annotations
 
 import logging
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -15,7 +16,7 @@ from functools import cache
 from django.db import connection, transaction
 from django.utils import timezone
 
-from approvals.authorizer import get_authorizer
+from approvals.authorizer import LocalAuthorizer, get_authorizer
 from approvals.cards import card_close, schedule_pending_interaction_sync
 from approvals.delivery import schedule_status_write
 from approvals.events import publish_card_event
@@ -116,6 +117,18 @@ def _leave_open_write(card_id: int, outcome: str, now: datetime) -> Write:
     )
 
 
+def _recording(outbox: bool) -> AbstractContextManager[object]:
+    """The transaction a decision is recorded in. On PostgreSQL the record (the first-wins
+    UPDATE, the Decision and its audit entry) is one statement, a transaction of its own, so
+    none is opened around it (two round trips fewer before the status write) unless more must
+    commit with it: the notifications of concerned subscribers (``outbox``), or the caller's
+    own transaction. SQLite writes them one by one, so there it is always a transaction.
+    Everything queued for after commit then runs at once, in the same order."""
+    if connection.vendor == "postgresql" and not outbox and not connection.in_atomic_block:
+        return nullcontext()
+    return transaction.atomic()
+
+
 def may_decide(card: Card, email: str) -> bool:
     """Gate 4, read now and fully consistent; any doubt refuses (fail closed)."""
     if card.category == Category.DATA_SLOT_DISCLOSURE:
@@ -191,7 +204,6 @@ def _audit_refusal(result: DecisionResult, *, identity: Identity, channel: str) 
     )
 
 
-@transaction.atomic
 def _decide(
     *,
     card_id: int,
@@ -209,8 +221,10 @@ def _decide(
             card_id,
         )
     # Gate 2: the card exists and is open. The request's mirror comes along: its
-    # resourceVersion and status let the status write skip a read (approvals.delivery).
-    read = card_for_decision(card_id)
+    # resourceVersion and status let the status write skip a read (approvals.delivery); so does
+    # gate 4's answer when the authorizer is the local one, whose tables are read here.
+    local = isinstance(get_authorizer(), LocalAuthorizer)
+    read = card_for_decision(card_id, owner_email=identity.email if local else "")
     if read is None:
         return _refused(Refusal.ALREADY_RESOLVED, "There is no such request to decide.", None)
     card = read.card
@@ -225,7 +239,11 @@ def _decide(
             card.pk,
         )
     # Gate 4: the person owns a source of the data, checked now.
-    if not may_decide(card, identity.email):
+    if card.category == Category.DATA_SLOT_DISCLOSURE and read.speaks_for is not None:
+        allowed = read.speaks_for
+    else:
+        allowed = may_decide(card, identity.email)
+    if not allowed:
         return _refused(
             Refusal.NOT_AUTHORIZED,
             f"{identity.email} cannot speak for this data: only an owner of one of its sources "
@@ -235,7 +253,11 @@ def _decide(
     # Gate 5: not expired.
     now = timezone.now()
     if now >= card.expires_at:
-        if not card_close(card=card, state=CardState.EXPIRED, detail="Nobody decided in time."):
+        with transaction.atomic():
+            closed = card_close(
+                card=card, state=CardState.EXPIRED, detail="Nobody decided in time."
+            )
+        if not closed:
             card.refresh_from_db()  # closed meanwhile by someone else: say by whom
         return _closed_card_refusal(card)
     # Record. The conditional UPDATE is the race guard: of two writers, the second waits on the
@@ -272,30 +294,33 @@ def _decide(
     # signals are connected to either). No savepoint: the UPDATE admits exactly one decider,
     # so the one-to-one constraint can only fire on a bug, which rolls everything back
     # (handler_error).
-    left_open, decision_key, audit_key = write_together(
-        [
-            _leave_open_write(card.pk, outcome, now),
-            insert_write(decision, after=0),
-            insert_write(audit, after=0),
-        ]
-    )
-    if left_open is None:
-        card.refresh_from_db()
-        return _closed_card_refusal(card)
-    mark_saved(decision, decision_key)
-    mark_saved(audit, audit_key)
-    if writes_status:
-        # First after commit: the status write is what the waiting delegation needs; pushes,
-        # notifications and the session's pendingInteractions follow it.
-        schedule_status_write(decision)
-    schedule_pending_interaction_sync(card.pk)
-    card.state, card.closed_at = outcome, now
-    publish_card_event(card, "decided")
-    # The read above said whether any subscriber is concerned: when none is, there is nobody
-    # to look up (the notifications, when there are some, are still created in this
-    # transaction: the outbox).
-    subscribers = None if read.subscribers_concerned else NoSubscribers()
-    notify_card(card, "decided", subscribers=subscribers)
+    with _recording(read.subscribers_concerned):
+        left_open, decision_key, audit_key = write_together(
+            [
+                _leave_open_write(card.pk, outcome, now),
+                insert_write(decision, after=0),
+                insert_write(audit, after=0),
+            ]
+        )
+        if left_open is None:
+            card.refresh_from_db()
+            return _closed_card_refusal(card)
+        mark_saved(decision, decision_key)
+        mark_saved(audit, audit_key)
+        # Before anything is queued: without a transaction around the record, what is queued
+        # for after commit runs at once, and reads the card.
+        card.state, card.closed_at = outcome, now
+        if writes_status:
+            # First after commit: the status write is what the waiting delegation needs; pushes,
+            # notifications and the session's pendingInteractions follow it.
+            schedule_status_write(decision)
+        schedule_pending_interaction_sync(card.pk)
+        publish_card_event(card, "decided")
+        # The read above said whether any subscriber is concerned: when none is, there is nobody
+        # to look up (the notifications, when there are some, are still created in this
+        # transaction: the outbox).
+        subscribers = None if read.subscribers_concerned else NoSubscribers()
+        notify_card(card, "decided", subscribers=subscribers)
     verb = "Shared" if outcome == CardState.APPROVED else "Not shared"
     return DecisionResult(
         applied=True,

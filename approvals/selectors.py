@@ -10,6 +10,7 @@ from django.db import connection
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
+from approvals.authorizer import speaks_for_condition
 from approvals.models import Card, CardApprover, CardState, ChannelWatcher, Subscriber
 from delegations.lineage import DatabaseSessionReader, RoutingError, SessionRef, route_prompt
 from delegations.models import SubagentRequest
@@ -148,42 +149,55 @@ class DecisionRead:
     # Slack webhooks of its channel). False lets the decision skip the subscriber lookup; True
     # only means the lookup must run, which then reads exactly who.
     subscribers_concerned: bool
+    # Gate 4 for a data slot, read in the same statement: whether ``owner_email`` owns a source
+    # of the card's tag (the local authorizer's check). None when it was not asked.
+    speaks_for: bool | None = None
 
 
 @cache
-def _decision_read_sql(vendor: str) -> str:
+def _decision_read_sql(vendor: str, owner_check: bool) -> str:
     quote = connection.ops.quote_name
     subscriber = quote(Subscriber._meta.db_table)
+    owner = f", {speaks_for_condition('c.tag_id')}" if owner_check else ""
     return (
         f"SELECT {_CARD.select_list('c')}, {_REQUEST.select_list('r')}, "  # noqa: S608  (identifiers from the models)
         f"EXISTS (SELECT 1 FROM {subscriber} s WHERE s.enabled = %s AND (s.kind = %s OR "
         "(s.kind = %s AND s.channel_namespace = c.route_channel_namespace "
-        "AND s.channel_name = c.route_channel_name))) "
+        f"AND s.channel_name = c.route_channel_name))){owner} "
         f"FROM {quote(Card._meta.db_table)} c "
         f"LEFT JOIN {quote(SubagentRequest._meta.db_table)} r ON r.id = c.request_id "
         "WHERE c.id = %s"
     )
 
 
-def card_for_decision(card_id: int) -> DecisionRead | None:
+def card_for_decision(card_id: int, owner_email: str = "") -> DecisionRead | None:
     """The card with, cached on ``card.request``, the mirror of its SubagentRequest (None when
-    the card has none), and whether any subscriber is concerned; None when there is no card.
+    the card has none), whether any subscriber is concerned, and — given ``owner_email`` —
+    whether that person owns a source of the card's tag, as LocalAuthorizer would answer;
+    None when there is no card.
 
     One statement through ``delegations.sql.RowReader``: on the decision path the ORM's
-    compilation of the join, and the subscriber lookup as a statement of its own, cost several
-    times the reads themselves on the project's machines. The instances are built and their
-    fields converted as the ORM would. Read inside the decision's transaction, so it is as
-    consistent as the statements that follow it.
+    compilation of the join, and the subscriber lookup and the owner check as statements of
+    their own, cost several times the reads themselves on the project's machines. The
+    instances are built and their fields converted as the ORM would. It is as consistent as the
+    statements that follow it (PostgreSQL reads committed rows per statement, in a transaction
+    or not).
     """
-    row = fetch_one(
-        _decision_read_sql(connection.vendor),
-        [True, Subscriber.Kind.WEBHOOK, Subscriber.Kind.SLACK, card_id],
-    )
+    owner_check = bool(owner_email)
+    params: list[object] = [True, Subscriber.Kind.WEBHOOK, Subscriber.Kind.SLACK]
+    if owner_check:
+        params.append(owner_email.strip().lower())
+    row = fetch_one(_decision_read_sql(connection.vendor, owner_check), [*params, card_id])
     if row is None:
         return None
-    card_width = len(_CARD.fields)
+    card_width, request_width = len(_CARD.fields), len(_REQUEST.fields)
     card = _CARD.build(row[:card_width])
-    request_values = row[card_width:-1]
+    request_values = row[card_width : card_width + request_width]
     # A request deleted since the card was raised: as if its deletion had already nulled the key.
     card.request = None if request_values[0] is None else _REQUEST.build(request_values)
-    return DecisionRead(card=card, subscribers_concerned=bool(row[-1]))
+    concerned, *owner = row[card_width + request_width :]
+    return DecisionRead(
+        card=card,
+        subscribers_concerned=bool(concerned),
+        speaks_for=bool(owner[0]) if owner else None,
+    )

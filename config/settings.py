@@ -94,6 +94,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         timeout=20,
         init_command="PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     )
+# PostgreSQL: the hot paths' own statements (delegations.sql) are prepared once per connection,
+# so the server no longer plans them on every call; Django's own statements are never prepared.
+# Turn off behind a pooler in transaction mode that cannot carry prepared statements (PgBouncer
+# before 1.21, or without max_prepared_statements).
+DATABASE_PREPARED_STATEMENTS = env_bool("DATABASE_PREPARED_STATEMENTS", True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTHENTICATION_BACKENDS = ["approvals.identity.EmailBackend"]

@@ -38,6 +38,7 @@ from functools import cache, lru_cache
 from operator import attrgetter
 from typing import Any, NamedTuple, TypeVar
 
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.sqlite3.base import SQLiteCursorWrapper
@@ -251,20 +252,41 @@ def _unobserved(conn: BaseDatabaseWrapper) -> bool:
     return not conn.execute_wrappers and not conn.queries_logged
 
 
+# psycopg prepares a statement when asked (``prepare=True``) only if its connection's threshold
+# is a number; Django leaves it None (never). This one makes it prepare what is asked for and
+# nothing else (Django's own statements are bound on the client, which never prepares).
+_ONLY_WHEN_ASKED = 2**31 - 1
+
+
+@contextmanager
+def _prepared(conn: BaseDatabaseWrapper) -> Iterator[tuple[Any, bool]]:
+    """A PostgreSQL cursor binding parameters apart from the statement, and whether statements
+    are to be prepared (setting DATABASE_PREPARED_STATEMENTS), with Django's checks and error
+    translation; for a connection nobody observes (``_unobserved``).
+
+    Django's cursor binds on the client, so each statement reaches the server as new text
+    that it parses and plans afresh: planning the decision's read (five tables) takes ~1 ms
+    there, running it 0.1 ms. Prepared once per connection, a statement of this module is only
+    executed (0.3 ms for that read, round trip included). A JSON document, bound apart, is not
+    quoted into the text for the parser to scan again either."""
+    from psycopg import Cursor  # PostgreSQL's driver, imported only where it is used
+
+    conn.ensure_connection()
+    conn.validate_no_broken_transaction()
+    prepare = settings.DATABASE_PREPARED_STATEMENTS
+    raw = conn.connection
+    if prepare and raw.prepare_threshold is None:
+        raw.prepare_threshold = _ONLY_WHEN_ASKED
+    with conn.wrap_database_errors, Cursor(raw) as cursor:
+        yield cursor, prepare
+
+
 def _run_document(conn: BaseDatabaseWrapper, sql: str, document: str) -> list[tuple]:
-    """Run a PostgreSQL statement whose one parameter is a JSON document; return its rows.
-
-    When nobody observes statements (``_unobserved``), the document goes as a
-    parameter of its own (server-side binding): Django's cursor binds on the client, which
-    quotes hundreds of kilobytes into the statement's text for the server's parser to scan
-    again. The same checks and error translation as Django's cursor."""
+    """Run a PostgreSQL statement whose one parameter is a JSON document; return its rows
+    (bound apart and prepared when nobody observes statements: ``_prepared``)."""
     if _unobserved(conn):
-        from psycopg import Cursor  # PostgreSQL's driver, imported only where it is used
-
-        conn.ensure_connection()
-        conn.validate_no_broken_transaction()
-        with conn.wrap_database_errors, Cursor(conn.connection) as cursor:
-            cursor.execute(sql, [document])
+        with _prepared(conn) as (cursor, prepare):
+            cursor.execute(sql, [document], prepare=prepare)
             return cursor.fetchall() if cursor.description else []
     with conn.cursor() as cursor:
         cursor.execute(sql, [document])
@@ -405,22 +427,27 @@ def fetch_one(sql: str, params: Sequence[Any]) -> tuple | None:
     """Run one statement of this module's kind (its text built once, its values as
     parameters) and return its first row (None when it returned none).
 
-    On SQLite, where a statement costs less than Django's cursor wrapping around it, the
-    statement goes straight to the driver when nobody observes statements (``_unobserved``):
-    the same checks and error translation, without the per-statement conversion and
-    bookkeeping."""
+    When nobody observes statements (``_unobserved``) it goes straight to the driver, with
+    Django's checks and error translation: on SQLite, where a statement costs less than
+    Django's cursor wrapping around it, without the per-statement conversion and bookkeeping;
+    on PostgreSQL bound apart and prepared once per connection (``_prepared``)."""
     return _fetch_one(_connection(), sql, params)
 
 
 def _fetch_one(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> tuple | None:
-    if conn.vendor == "sqlite" and _unobserved(conn):
-        conn.ensure_connection()
-        conn.validate_no_broken_transaction()
-        with conn.wrap_database_errors:
-            return conn.connection.execute(_qmark(sql), params).fetchone()
+    if _unobserved(conn):
+        if conn.vendor == "sqlite":
+            conn.ensure_connection()
+            conn.validate_no_broken_transaction()
+            with conn.wrap_database_errors:
+                return conn.connection.execute(_qmark(sql), params).fetchone()
+        if conn.vendor == "postgresql":
+            with _prepared(conn) as (cursor, prepare):
+                cursor.execute(sql, params, prepare=prepare)
+                return cursor.fetchone() if cursor.description else None
     with conn.cursor() as cursor:
         cursor.execute(sql, params)
-        return cursor.fetchone()
+        return cursor.fetchone() if cursor.description else None
 
 
 class Write(NamedTuple):
@@ -462,12 +489,13 @@ def insert_write(
 @cache
 def _guarded_insert_sql(model: type[models.Model], suffix: str, after: int, vendor: str) -> str:
     """``_single_insert_sql`` as a member of a ``write_together`` group that inserts only if the
-    group's write ``after`` returned a row (PostgreSQL assigns the parameters' types from the
-    target columns, as for VALUES)."""
+    group's write ``after`` returned a row. Each value is cast to its column's type without
+    modifiers (as in ``_record_columns``): bound apart from the statement, a NULL or a string
+    in a SELECT list has no type of its own."""
     quote = connection.ops.quote_name
     fields = _insert_fields(model)
     columns = ", ".join(quote(f.column) for f in fields)
-    marks = ", ".join(["%s"] * len(fields))
+    marks = ", ".join(f"%s::{f.db_type(connection).split('(')[0]}" for f in fields)
     table, pk = quote(model._meta.db_table), quote(model._meta.pk.column)
     return (
         f"INSERT INTO {table} ({columns}) SELECT {marks} WHERE EXISTS (SELECT 1 FROM w{after}) "  # noqa: S608  (identifiers from the model, values as parameters)
@@ -515,16 +543,10 @@ def write_together(writes: Sequence[Write]) -> list[Any]:
             row = _fetch_one(conn, write.sql, write.params)
             found.append(None if row is None else row[0])
         return found
-    with conn.cursor() as cursor:
-        parts = ", ".join(
-            f"w{i} AS ({write.guarded or write.sql})" for i, write in enumerate(writes)
-        )
-        keys = ", ".join(f"(SELECT * FROM w{i})" for i in range(len(writes)))  # noqa: S608  (names we number)
-        cursor.execute(
-            f"WITH {parts} SELECT {keys}",
-            [value for write in writes for value in write.params],
-        )
-        return list(cursor.fetchone())
+    parts = ", ".join(f"w{i} AS ({write.guarded or write.sql})" for i, write in enumerate(writes))
+    keys = ", ".join(f"(SELECT * FROM w{i})" for i in range(len(writes)))  # noqa: S608  (names we number)
+    params = [value for write in writes for value in write.params]
+    return list(_fetch_one(conn, f"WITH {parts} SELECT {keys}", params) or ())
 
 
 def insert_if_absent(row: models.Model, *, unique: Sequence[str]) -> bool:
