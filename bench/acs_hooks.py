@@ -12,7 +12,9 @@ child intent), then sends them from ``--clients`` processes, one connection per 
 workers do not keep connections alive). Both sides send the same bodies. The requests are sent in
 ``--rounds`` rounds, each an echo run and an ACS run of the same bodies back to back (which goes
 first alternates), so that a change in the machine's load falls on both sides; each round's
-ratio is printed with their median. Prints figures, never fails on time.
+ratio is printed with their median, and the last round's CPU time per request of the server's
+workers, of PostgreSQL and of the whole machine (clients included), which says where the time
+goes. Prints figures, never fails on time.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import time
 import uuid
 from pathlib import Path
 
-from harness import ROOT, percentile, report, summary_ms
+from harness import ROOT, CpuMeter, percentile, report, summary_ms
 
 SECRET = "bench-only-acs-secret-0123456789abcdef"  # noqa: S105  (a throwaway for the scratch server)
 KEY_ID = "bench"
@@ -202,12 +204,16 @@ def main() -> None:
         echo_samples: list[float] = []
         acs_samples: list[float] = []
         errors, ratios = 0, []
+        meter = CpuMeter(server.pid)
+        used: dict[str, str] = {}  # the last round's, per side
         for index in range(args.rounds):
             part = bodies[index * size : (index + 1) * size]
             sides = ["/bench/echo", "/acs"] if index % 2 == 0 else ["/acs", "/bench/echo"]
             rates = {}
             for path in sides:
+                before = meter.take()
                 rate, samples, failed = run(port, path, part, args.clients)
+                used[path] = meter.per_request(before, meter.take(), len(part))
                 rates[path] = rate
                 if path == "/acs":
                     acs_wall += len(part) / rate
@@ -243,6 +249,8 @@ def main() -> None:
                 ),
                 ("echo, one client, sequential", summary_ms(echo_seq)),
                 ("acs, one client, sequential", summary_ms(acs_seq)),
+                ("echo, last round", used["/bench/echo"]),
+                ("acs, last round", used["/acs"]),
             ],
         )
     finally:

@@ -82,6 +82,54 @@ class ApiServerProcess:
         self.process.wait(10)
 
 
+class CpuMeter:
+    """CPU time spent by a server's worker processes, by PostgreSQL's processes on this machine,
+    and by the whole machine (Linux /proc; empty elsewhere), to say where a request's time
+    goes: ``take()`` before and after a run, ``per_request`` of the two readings."""
+
+    def __init__(self, server_pid: int) -> None:
+        self.server_pid = server_pid
+        self.tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+    def _cpu(self, pid: str) -> int:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0
+        return int(fields[11]) + int(fields[12])  # utime + stime
+
+    def take(self) -> dict[str, int]:
+        if not Path("/proc/stat").exists():
+            return {}
+        workers = Path(f"/proc/{self.server_pid}/task/{self.server_pid}/children")
+        worker_pids = workers.read_text().split() if workers.exists() else []
+        postgres = [
+            pid
+            for pid in os.listdir("/proc")
+            if pid.isdigit() and _comm(pid) in ("postgres", "postmaster")
+        ]
+        machine = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+        return {
+            "server workers": sum(self._cpu(pid) for pid in worker_pids),
+            "PostgreSQL": sum(self._cpu(pid) for pid in postgres),
+            # Everything but idle and iowait.
+            "whole machine": sum(int(v) for i, v in enumerate(machine) if i not in (3, 4)),
+        }
+
+    def per_request(self, before: dict[str, int], after: dict[str, int], requests: int) -> str:
+        return ", ".join(
+            f"{name} {(after[name] - before[name]) / self.tick / requests * 1000:.2f}"
+            for name in after
+        ) + (" ms CPU per request" if after else "")
+
+
+def _comm(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 def percentile(samples: list[float], fraction: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
