@@ -13,6 +13,10 @@ queue SQLite writers take turns on.
 They send no model signals (like ``bulk_create`` and ``update``), so they are for models whose
 ``save()`` adds nothing the caller has not done itself.
 
+On PostgreSQL these statements are bound apart from their values and prepared once per
+connection (``_prepared``; setting DATABASE_PREPARED_STATEMENTS): the server then skips parsing
+and planning them, which took it longer than running them.
+
 Many rows at once (a watch batch's objects, cards and approvers): on SQLite one multi-row INSERT,
 or one UPDATE run by ``executemany``, both native to its driver. On PostgreSQL the rows travel as
 one JSON document, unpacked by ``jsonb_to_recordset`` in a single INSERT … SELECT or UPDATE …

@@ -189,6 +189,16 @@ def test_the_decision_read_carries_the_card_and_its_request(team):
     assert card_for_decision(10**9) is None
 
 
+@pytest.mark.parametrize("email", [ALICE, " Alice@Example.com ", BOB, "nobody@example.com"])
+def test_the_decision_read_answers_gate_4_as_the_local_authorizer_does(team, email):
+    subagent_request("r")
+    card = card_for("r")
+    expected = LocalAuthorizer().may_speak_for(email, card.tag_id)
+    assert expected is (email.strip().lower() == ALICE)  # alice owns the tag's source
+    assert card_for_decision(card.pk, owner_email=email).speaks_for is expected
+    assert card_for_decision(card.pk).speaks_for is None  # not asked
+
+
 def test_the_decision_read_has_no_request_once_it_was_deleted(team):
     subagent_request("r")
     card = card_for("r")
