@@ -99,10 +99,15 @@ def worker(settings) -> Iterator[subprocess.Popen]:
         reset_broker_pools()
 
 
-def closed_port_url() -> str:
+def closed_port() -> int:
+    """A port nothing listens on (bound for a moment, then closed)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{probe.getsockname()[1]}/gone"
+        return probe.getsockname()[1]
+
+
+def closed_port_url() -> str:
+    return f"http://127.0.0.1:{closed_port()}/gone"
 
 
 def test_a_receiver_that_fails_once_gets_the_event_once_with_both_attempts_logged(team, worker):
@@ -161,12 +166,9 @@ def test_the_worker_writes_a_decision_to_the_request(team, worker):
 @contextmanager
 def broker_down() -> Iterator[None]:
     """Tasks are queued to a broker nobody listens on (Redis stopped, or unreachable)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        url = f"redis://127.0.0.1:{probe.getsockname()[1]}/0"
     saved = (celery_app.conf.task_always_eager, celery_app.conf.broker_url)
     celery_app.conf.task_always_eager = False
-    celery_app.conf.broker_url = url
+    celery_app.conf.broker_url = f"redis://127.0.0.1:{closed_port()}/0"
     reset_broker_pools()
     try:
         yield
