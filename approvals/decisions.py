@@ -129,9 +129,13 @@ def _recording(outbox: bool) -> AbstractContextManager[object]:
     return transaction.atomic()
 
 
-def may_decide(card: Card, email: str) -> bool:
-    """Gate 4, read now and fully consistent; any doubt refuses (fail closed)."""
+def may_decide(card: Card, email: str, *, speaks_for: bool | None = None) -> bool:
+    """Gate 4, read now and fully consistent; any doubt refuses (fail closed). ``speaks_for``:
+    the local authorizer's answer for a data slot, when the caller read it already (the
+    decision's read, approvals.selectors.card_for_decision)."""
     if card.category == Category.DATA_SLOT_DISCLOSURE:
+        if speaks_for is not None:
+            return speaks_for
         try:
             return get_authorizer().may_speak_for(email, card.tag_id)
         except Exception:
@@ -239,11 +243,7 @@ def _decide(
             card.pk,
         )
     # Gate 4: the person owns a source of the data, checked now.
-    if card.category == Category.DATA_SLOT_DISCLOSURE and read.speaks_for is not None:
-        allowed = read.speaks_for
-    else:
-        allowed = may_decide(card, identity.email)
-    if not allowed:
+    if not may_decide(card, identity.email, speaks_for=read.speaks_for):
         return _refused(
             Refusal.NOT_AUTHORIZED,
             f"{identity.email} cannot speak for this data: only an owner of one of its sources "

@@ -7,7 +7,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
 from pathlib import Path
 
@@ -45,6 +45,20 @@ def reset_broker_pools() -> None:
     celery_app.amqp._producer_pool = None
 
 
+@contextmanager
+def tasks_queued_to(broker: str) -> Iterator[None]:
+    """Tasks go to ``broker`` (not run eagerly) inside the block; as before after it."""
+    saved = (celery_app.conf.task_always_eager, celery_app.conf.broker_url)
+    celery_app.conf.task_always_eager = False
+    celery_app.conf.broker_url = broker
+    reset_broker_pools()
+    try:
+        yield
+    finally:
+        celery_app.conf.task_always_eager, celery_app.conf.broker_url = saved
+        reset_broker_pools()
+
+
 @pytest.fixture
 def worker(settings) -> Iterator[subprocess.Popen]:
     assert connection.vendor == "postgresql", "the worker shares the test database"
@@ -63,40 +77,35 @@ def worker(settings) -> Iterator[subprocess.Popen]:
         "OUTBOUND_ALLOW_PRIVATE": "True",
         "DJANGO_SECRET_KEY": os.environ.get("DJANGO_SECRET_KEY", "test-only"),
     }
-    saved = (celery_app.conf.task_always_eager, celery_app.conf.broker_url)
-    celery_app.conf.task_always_eager = False
-    celery_app.conf.broker_url = broker
-    reset_broker_pools()
-    with celery_app.connection_for_write() as conn:
-        conn.default_channel.queue_purge("celery")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "config",
-            "worker",
-            "-P",
-            "solo",
-            "--without-heartbeat",
-            "--without-gossip",
-            "--without-mingle",
-            "--loglevel",
-            "WARNING",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        yield process
-    finally:
-        process.terminate()
-        process.wait(20)
-        celery_app.conf.task_always_eager, celery_app.conf.broker_url = saved
-        reset_broker_pools()
+    with tasks_queued_to(broker):
+        with celery_app.connection_for_write() as conn:
+            conn.default_channel.queue_purge("celery")
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "-P",
+                "solo",
+                "--without-heartbeat",
+                "--without-gossip",
+                "--without-mingle",
+                "--loglevel",
+                "WARNING",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            yield process
+        finally:
+            process.terminate()
+            process.wait(20)
 
 
 def closed_port() -> int:
@@ -163,18 +172,9 @@ def test_the_worker_writes_a_decision_to_the_request(team, worker):
     assert status["approvedDataSlots"] == [{"slot": "logs", "tagID": "tag-logs"}]
 
 
-@contextmanager
-def broker_down() -> Iterator[None]:
+def broker_down() -> AbstractContextManager[None]:
     """Tasks are queued to a broker nobody listens on (Redis stopped, or unreachable)."""
-    saved = (celery_app.conf.task_always_eager, celery_app.conf.broker_url)
-    celery_app.conf.task_always_eager = False
-    celery_app.conf.broker_url = f"redis://127.0.0.1:{closed_port()}/0"
-    reset_broker_pools()
-    try:
-        yield
-    finally:
-        celery_app.conf.task_always_eager, celery_app.conf.broker_url = saved
-        reset_broker_pools()
+    return tasks_queued_to(f"redis://127.0.0.1:{closed_port()}/0")
 
 
 def test_a_card_raised_while_the_broker_is_down_is_raised(team):
