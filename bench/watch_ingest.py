@@ -49,10 +49,11 @@ def main() -> None:
     from django.db import connection
 
     from approvals.models import Card
+    from config.heap import freeze_startup_heap
     from delegations.kube import KubeAdapter, load_api_client
     from delegations.mirror import Mirror
     from delegations.models import SubagentRequest
-    from delegations.watcher import Batch, KindWatcher, freeze_startup_heap
+    from delegations.watcher import Batch, KindWatcher
     from tests.factories import owned_tag, request_object
 
     server = ApiServerProcess()

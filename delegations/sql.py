@@ -31,9 +31,11 @@ from __future__ import annotations
 
 import datetime
 import fcntl
+import itertools
 import json
 import math
 import os
+import re
 import uuid
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -266,14 +268,15 @@ _ONLY_WHEN_ASKED = 2**31 - 1
 def _prepared(conn: BaseDatabaseWrapper) -> Iterator[tuple[Any, bool]]:
     """A PostgreSQL cursor binding parameters apart from the statement, and whether statements
     are to be prepared (setting DATABASE_PREPARED_STATEMENTS), with Django's checks and error
-    translation; for a connection nobody observes (``_unobserved``).
+    translation; for a connection nobody observes (``_unobserved``). It takes PostgreSQL's own
+    placeholders: pass a statement through ``_numbered``.
 
     Django's cursor binds on the client, so each statement reaches the server as new text
     that it parses and plans afresh: planning the decision's read (five tables) takes ~1 ms
     there, running it 0.1 ms. Prepared once per connection, a statement of this module is only
     executed (0.3 ms for that read, round trip included). A JSON document, bound apart, is not
     quoted into the text for the parser to scan again either."""
-    from psycopg import Cursor  # PostgreSQL's driver, imported only where it is used
+    from psycopg import RawCursor  # PostgreSQL's driver, imported only where it is used
 
     conn.ensure_connection()
     conn.validate_no_broken_transaction()
@@ -281,8 +284,21 @@ def _prepared(conn: BaseDatabaseWrapper) -> Iterator[tuple[Any, bool]]:
     raw = conn.connection
     if prepare and raw.prepare_threshold is None:
         raw.prepare_threshold = _ONLY_WHEN_ASKED
-    with conn.wrap_database_errors, Cursor(raw) as cursor:
+    with conn.wrap_database_errors, RawCursor(raw) as cursor:
         yield cursor, prepare
+
+
+@lru_cache(maxsize=512)
+def _numbered(sql: str) -> str:
+    """``sql`` with PostgreSQL's own placeholders ($1, $2, …) for ``%s`` (``%%`` is ``%``), as
+    psycopg's RawCursor takes it: its cursor would otherwise split the text on every call when
+    the statement has more than 50 parameters (a spawn's or a decision's write group has
+    about 60), which it caches only below that."""
+    numbers = itertools.count(1)
+    return _PLACEHOLDER.sub(lambda m: "%" if m[1] == "%" else f"${next(numbers)}", sql)
+
+
+_PLACEHOLDER = re.compile(r"%([%s])")
 
 
 def _run_document(conn: BaseDatabaseWrapper, sql: str, document: str) -> list[tuple]:
@@ -290,7 +306,7 @@ def _run_document(conn: BaseDatabaseWrapper, sql: str, document: str) -> list[tu
     (bound apart and prepared when nobody observes statements: ``_prepared``)."""
     if _unobserved(conn):
         with _prepared(conn) as (cursor, prepare):
-            cursor.execute(sql, [document], prepare=prepare)
+            cursor.execute(_numbered(sql), [document], prepare=prepare)
             return cursor.fetchall() if cursor.description else []
     with conn.cursor() as cursor:
         cursor.execute(sql, [document])
@@ -447,7 +463,7 @@ def _fetch_one(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> tu
                 return conn.connection.execute(_qmark(sql), params).fetchone()
         if conn.vendor == "postgresql":
             with _prepared(conn) as (cursor, prepare):
-                cursor.execute(sql, params, prepare=prepare)
+                cursor.execute(_numbered(sql), params, prepare=prepare)
                 return cursor.fetchone() if cursor.description else None
     with conn.cursor() as cursor:
         cursor.execute(sql, params)
@@ -519,6 +535,56 @@ def update_write(row: models.Model, fields: Sequence[str]) -> Write:
     pk = _quote(meta.pk.column)
     sql = f"UPDATE {_quote(meta.db_table)} SET {assignments} WHERE {pk} = %s RETURNING {pk}"  # noqa: S608  (identifiers from the model, values as parameters)
     return Write(sql, [*values, row.pk])
+
+
+def insert_select(
+    row: models.Model,
+    *,
+    source: str,
+    computed: tuple[tuple[str, str], ...] = (),
+    if_absent: Sequence[str] = (),
+) -> Write:
+    """The INSERT of unsaved ``row`` once per row of ``source`` (a CTE of the same statement),
+    returning its key. ``computed``: (field name, SQL expression over ``source``) pairs that
+    replace those fields' values; ``{value}`` in one stands for the field's own value. With
+    ``if_absent``, ``ON CONFLICT … DO NOTHING`` as in ``insert_write``. The statement is built
+    once per shape; each value is cast to its column's type (see ``_guarded_insert_sql``)."""
+    conn = _connection()
+    sql, sent = _insert_select_sql(type(row), source, computed, tuple(if_absent))
+    values = insert_values(row, conn)
+    return Write(sql, [values[index] for index in sent])
+
+
+@cache
+def _insert_select_sql(
+    model: type[models.Model],
+    source: str,
+    computed: tuple[tuple[str, str], ...],
+    if_absent: tuple[str, ...],
+) -> tuple[str, tuple[int, ...]]:
+    """``insert_select``'s statement and the positions (among ``_insert_fields``) of the values
+    it sends."""
+    expressions = dict(computed)
+    fields = _insert_fields(model)
+    items, sent = [], []
+    for index, field in enumerate(fields):
+        expression = expressions.get(field.name, "{value}")
+        if "{value}" in expression:
+            sent.append(index)
+        cast = f"%s::{field.db_type(connection).split('(')[0]}"
+        items.append(expression.replace("{value}", cast))
+    quote = connection.ops.quote_name
+    table, pk = quote(model._meta.db_table), quote(model._meta.pk.column)
+    columns = ", ".join(quote(f.column) for f in fields)
+    suffix = ""
+    if if_absent:
+        keys = ", ".join(quote(model._meta.get_field(name).column) for name in if_absent)
+        suffix = f" ON CONFLICT ({keys}) DO NOTHING"
+    sql = (
+        f"INSERT INTO {table} ({columns}) SELECT {', '.join(items)} FROM {source}"  # noqa: S608  (identifiers from the model, expressions from the caller, values as parameters)
+        f"{suffix} RETURNING {pk}"
+    )
+    return sql, tuple(sent)
 
 
 def write_together(writes: Sequence[Write]) -> list[Any]:

@@ -13,7 +13,6 @@ and one write per object changed. Objects are applied in the order of their last
 
 from __future__ import annotations
 
-import gc
 import logging
 import random
 import threading
@@ -289,20 +288,6 @@ class KindWatcher(threading.Thread):
                 raise Expired(str(obj.get("message", "410 Gone")))
             raise StoreError(f"watch error: {obj.get('message', obj)}")
         return version
-
-
-def freeze_startup_heap() -> None:
-    """Leave the objects the process holds at start-up out of the collector's full passes.
-
-    Call once, after imports and set-up, before the watchers start. A watcher process holds a
-    large heap that lives as long as it does (Django, the Kubernetes client's models: ~150,000
-    objects), and a burst keeps thousands of decoded events alive at once, which now and then
-    triggers a full collection: it walks that whole heap, 40-100 ms on the 2-core machines, with
-    every thread stopped in the middle of a batch. Frozen (``gc.freeze``), the start-up heap is
-    never walked again; garbage made before is collected first.
-    """
-    gc.collect()
-    gc.freeze()
 
 
 def start_watchers(

@@ -11,6 +11,13 @@ A spawn's verdict and rows depend only on the request and the parent's intent, s
 before the transaction from the parent as it stands, and used if the locked parent still holds
 that intent (else made again under the lock); its replay row, child, lineage session, entry and
 head then go in one ``delegations.sql.write_together`` group (one round trip on PostgreSQL).
+
+On PostgreSQL the usual spawn takes neither the transaction nor the locked read: it is one
+statement in autocommit (``one_statement``) that locks the parent, checks that it is still open
+and has the intent the verdict was made from, moves its head and writes every row. The parent
+is read once and then remembered by the process (``_PARENTS``), so the next spawn of the same
+parent is that one statement alone. Anything unusual (a guard that fails, a child already
+known) takes the locked path, which gives the exact answer.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from django.utils import timezone
 
 from delegations import services as platform_services
 from delegations import sql as row_sql
-from delegations.acs import chain, config, guardian
+from delegations.acs import chain, config, guardian, one_statement
 from delegations.acs.models import AcsAnomaly, AcsEntry, AcsSeen, AcsSession, ChainState
 from delegations.acs.wire import (
     CAPABILITY_NOT_NEGOTIATED,
@@ -231,7 +238,16 @@ def step_evaluate(*, method: str, params: dict[str, Any]) -> dict[str, Any]:
     # for a spawn, the verdict and the rows, made from the parent as it stands now and used
     # if the locked parent still has that intent.
     digest = chain.request_hash(params)
-    early = _spawn_prepared(params) if method == "steps/subagentStart" else None
+    early = None
+    if method == "steps/subagentStart":
+        early = _spawn_prepared(params)
+    else:  # a step that may change the session: a spawn reads it afresh afterwards
+        _PARENTS.pop(params["metadata"]["session_id"].lower(), None)
+    if early is not None and early.spawn is not None and connection.vendor == "postgresql":
+        answer = _spawn_at_once(params, digest, early)
+        if answer is not None:
+            return answer
+        _PARENTS.pop(early.parent.session_id, None)  # not as it was: read it afresh next time
     with row_sql.writer_turn() as release, transaction.atomic():
         # The first hook after the commit, ahead of those the step queues (the reroute check,
         # which only reads): the next writer need not wait for them.
@@ -242,23 +258,78 @@ def step_evaluate(*, method: str, params: dict[str, Any]) -> dict[str, Any]:
 class _Prepared(NamedTuple):
     """A spawn evaluated against its parent read without a lock (see ``_spawn_prepared``)."""
 
-    parent_key: int
-    intent: Any
+    parent: AcsSession
     verdict: guardian.Verdict
     spawn: _Spawn | None
     writes: list[row_sql.Write]
 
+    def holds_for(self, locked: AcsSession) -> bool:
+        return (self.parent.pk, self.parent.intent) == (locked.pk, locked.intent)
+
+
+# PostgreSQL: the parents this process last made a spawn's verdict from, by session id, so that
+# the next spawn of the same parent need not read it first. Never trusted: the one statement
+# (``one_statement``) writes only if the parent is still open and has that intent, and a parent
+# that is not is dropped from here. Steps of the session other than spawns drop it too.
+_PARENTS: dict[str, AcsSession] = {}
+_PARENTS_HELD = 4096
+
 
 def _spawn_prepared(params: dict[str, Any]) -> _Prepared | None:
     session_id = params["metadata"]["session_id"].lower()
-    parent = row_sql.read_one(
-        AcsSession, ["session_id", "intent"], where="session_id", value=session_id
-    )
+    remembered = connection.vendor == "postgresql"
+    parent = _PARENTS.get(session_id) if remembered else None
     if parent is None:
-        return None  # refused under the lock, with the reason
+        parent = row_sql.read_one(
+            AcsSession, [*_STEP_READS, "parent"], where="session_id", value=session_id
+        )
+        if parent is None:
+            return None  # refused under the lock, with the reason
+        if remembered:
+            if len(_PARENTS) >= _PARENTS_HELD:
+                _PARENTS.clear()
+            _PARENTS[session_id] = parent
     verdict, spawn = _subagent_start(parent, params, params["payload"])
-    writes = spawn.writes() if spawn is not None else []
-    return _Prepared(parent.pk, parent.intent, verdict, spawn, writes)
+    writes = spawn.writes() if spawn is not None and connection.vendor != "postgresql" else []
+    return _Prepared(parent, verdict, spawn, writes)
+
+
+def _spawn_at_once(
+    params: dict[str, Any], request_hash: str, early: _Prepared
+) -> dict[str, Any] | None:
+    """The usual spawn on PostgreSQL in one statement (``one_statement``); None when it wrote
+    nothing because the parent or the child is not as the verdict assumed (the locked path
+    then answers)."""
+    parent, spawn = early.parent, early.spawn
+    assert spawn is not None
+    method = "steps/subagentStart"
+    if parent.hello_at is None or parent.state != ChainState.OPEN:
+        return None
+    entry = _entry(parent, method, params, request_hash, early.verdict, 0)
+    claimed = (params["metadata"].get("session_state") or {}).get("chain_hash")
+    try:
+        recorded = one_statement.spawn_recorded(
+            parent=parent,
+            claimed_head=claimed,
+            seen=_seen_rows(parent, params),
+            child=spawn.child,
+            lineage=spawn.lineage,
+            entry=entry,
+        )
+    except IntegrityError as exc:
+        if not _is_replay(exc):
+            raise
+        raise _replay(parent, params) from None
+    if recorded is None:
+        return None
+    if recorded.child_key is not None and recorded.lineage_key is not None:
+        spawn.recorded(recorded.child_key, recorded.lineage_key, parent=parent)  # announces
+    else:  # the child, or its lineage session, appeared meanwhile: recorded under its rules
+        with transaction.atomic():
+            locked = _lock(parent.session_id)
+            assert locked is not None
+            spawn.recorded(recorded.child_key, recorded.lineage_key, parent=locked)
+    return _result(method, params, early.verdict, recorded.head)
 
 
 def _step_evaluate(
@@ -291,8 +362,9 @@ def _step_evaluate(
     spawn: _Spawn | None = None
     spawn_writes: list[row_sql.Write] = []
     if method == "steps/subagentStart":
-        if early is not None and (early.parent_key, early.intent) == (session.pk, session.intent):
-            verdict, spawn, spawn_writes = early.verdict, early.spawn, early.writes
+        if early is not None and early.holds_for(session):
+            verdict, spawn = early.verdict, early.spawn
+            spawn_writes = early.writes or (spawn.writes() if spawn is not None else [])
         else:  # the parent's intent changed meanwhile (or it was not there): evaluate again
             verdict, spawn = _subagent_start(session, params, payload)
             spawn_writes = spawn.writes() if spawn is not None else []
@@ -327,6 +399,12 @@ def _step_evaluate(
         raise _replay(session, params) from None
     if spawn is not None:
         spawn.recorded(*keys[spawned_at : spawned_at + 2], parent=session)
+    return _result(method, params, verdict, entry.entry_hash)
+
+
+def _result(
+    method: str, params: dict[str, Any], verdict: guardian.Verdict, head: str
+) -> dict[str, Any]:
     return {
         "type": "final",
         "acs_version": config.ACS_VERSION,
@@ -338,7 +416,7 @@ def _step_evaluate(
         if method == "steps/subagentStart"
         else [],
         "policy_data": verdict.policy_data,
-        "chain_hash": entry.entry_hash,
+        "chain_hash": head,
     }
 
 
@@ -351,8 +429,25 @@ def _next_entry(
 ) -> AcsEntry:
     """The step's ContextEntry (unsaved), appended to the session held under its row lock:
     the session's entry_count and head_hash move to it."""
-    position = session.entry_count + 1
-    entry = {
+    entry = _entry(session, method, params, request_hash, verdict, session.entry_count + 1)
+    previous = session.head_hash or None
+    entry.previous_hash = previous or ""
+    entry.entry_hash = chain.entry_hash(entry.entry, previous)
+    session.entry_count = entry.position
+    session.head_hash = entry.entry_hash
+    return entry
+
+
+def _entry(
+    session: AcsSession,
+    method: str,
+    params: dict[str, Any],
+    request_hash: str,
+    verdict: guardian.Verdict,
+    position: int,
+) -> AcsEntry:
+    """The unsaved ContextEntry at ``position``, without its hashes."""
+    members = {
         "entry_id": str(position),
         "step_id": params["request_id"],
         "step_type": method,
@@ -360,16 +455,10 @@ def _next_entry(
         "request_hash": request_hash,
         "decision": verdict.decision,
     }
-    previous = session.head_hash or None
-    digest = chain.entry_hash(entry, previous)
-    session.entry_count = position
-    session.head_hash = digest
     return AcsEntry(
         session=session,
         position=position,
-        entry=entry,
-        previous_hash=previous or "",
-        entry_hash=digest,
+        entry=members,
         step_type=method,
         decision=verdict.decision,
         reason_codes=verdict.reason_codes,

@@ -10,12 +10,12 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection
 
+from config.heap import freeze_startup_heap
 from delegations.kube import KubeAdapter, default_identity, load_api_client, own_namespace
 from delegations.leader import LeaseElector
 from delegations.signals import watcher_tick
 from delegations.watcher import (
     KindWatcher,
-    freeze_startup_heap,
     halt_watchers,
     start_watchers,
 )
