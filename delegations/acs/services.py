@@ -22,6 +22,7 @@ known) takes the locked path, which gives the exact answer.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any, NamedTuple
 
@@ -307,15 +308,19 @@ def _spawn_at_once(
         return None
     entry = _entry(parent, method, params, request_hash, early.verdict, 0)
     claimed = (params["metadata"].get("session_state") or {}).get("chain_hash")
+    # In autocommit the statement is its own transaction. Inside a caller's, a savepoint keeps a
+    # refused replay from aborting the caller's transaction, as the locked path's atomic() does.
+    alone = transaction.atomic if connection.in_atomic_block else contextlib.nullcontext
     try:
-        recorded = one_statement.spawn_recorded(
-            parent=parent,
-            claimed_head=claimed,
-            seen=_seen_rows(parent, params),
-            child=spawn.child,
-            lineage=spawn.lineage,
-            entry=entry,
-        )
+        with alone():
+            recorded = one_statement.spawn_recorded(
+                parent=parent,
+                claimed_head=claimed,
+                seen=_seen_rows(parent, params),
+                child=spawn.child,
+                lineage=spawn.lineage,
+                entry=entry,
+            )
     except IntegrityError as exc:
         if not _is_replay(exc):
             raise

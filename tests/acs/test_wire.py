@@ -261,6 +261,18 @@ def test_a_repeated_nonce_is_a_replay_even_with_a_new_request_id(runtime):
     assert "result" in runtime.call("steps/sessionStart", {}, nonce="m" * 24)
 
 
+def test_a_spawn_repeating_an_earlier_spawns_nonce_is_a_replay_and_records_nothing(runtime):
+    nonce = "s" * 24
+    first, second = str(uuid.uuid4()), str(uuid.uuid4())
+    answer = runtime.call("steps/subagentStart", runtime.spawn_payload(first), nonce=nonce)
+    assert answer["result"]["decision"] == "allow"
+    again = runtime.call("steps/subagentStart", runtime.spawn_payload(second), nonce=nonce)
+    assert again["error"]["code"] == -32005
+    assert AcsSession.objects.filter(session_id=first).exists()
+    assert not AcsSession.objects.filter(session_id=second).exists()
+    assert AcsEntry.objects.filter(session__session_id=runtime.session_id).count() == 1
+
+
 def test_the_same_request_id_in_another_session_is_not_a_replay(runtime):
     other = runtime.child()
     other.hello()
