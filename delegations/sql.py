@@ -265,11 +265,11 @@ _ONLY_WHEN_ASKED = 2**31 - 1
 
 
 @contextmanager
-def _prepared(conn: BaseDatabaseWrapper) -> Iterator[tuple[Any, bool]]:
-    """A PostgreSQL cursor binding parameters apart from the statement, and whether statements
-    are to be prepared (setting DATABASE_PREPARED_STATEMENTS), with Django's checks and error
-    translation; for a connection nobody observes (``_unobserved``). It takes PostgreSQL's own
-    placeholders: pass a statement through ``_numbered``.
+def _prepared(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> Iterator[Any]:
+    """The PostgreSQL cursor that ran ``sql`` with its parameters bound apart from it, prepared
+    unless the setting DATABASE_PREPARED_STATEMENTS is off, with Django's checks and error
+    translation; for a connection nobody observes (``_unobserved``). The statement goes with
+    PostgreSQL's own placeholders (``_numbered``).
 
     Django's cursor binds on the client, so each statement reaches the server as new text
     that it parses and plans afresh: planning the decision's read (five tables) takes ~1 ms
@@ -285,7 +285,8 @@ def _prepared(conn: BaseDatabaseWrapper) -> Iterator[tuple[Any, bool]]:
     if prepare and raw.prepare_threshold is None:
         raw.prepare_threshold = _ONLY_WHEN_ASKED
     with conn.wrap_database_errors, RawCursor(raw) as cursor:
-        yield cursor, prepare
+        cursor.execute(_numbered(sql), params, prepare=prepare)
+        yield cursor
 
 
 @lru_cache(maxsize=512)
@@ -305,8 +306,7 @@ def _run_document(conn: BaseDatabaseWrapper, sql: str, document: str) -> list[tu
     """Run a PostgreSQL statement whose one parameter is a JSON document; return its rows
     (bound apart and prepared when nobody observes statements: ``_prepared``)."""
     if _unobserved(conn):
-        with _prepared(conn) as (cursor, prepare):
-            cursor.execute(_numbered(sql), [document], prepare=prepare)
+        with _prepared(conn, sql, [document]) as cursor:
             return cursor.fetchall() if cursor.description else []
     with conn.cursor() as cursor:
         cursor.execute(sql, [document])
@@ -318,7 +318,12 @@ def _record_columns(fields: Sequence[models.Field]) -> str:
     (varchar, not varchar(63)), as Django's UNNEST inserts do: a value too long then fails
     when stored, as in a plain INSERT, instead of being cut by a cast."""
     quote = connection.ops.quote_name
-    return ", ".join(f"{quote(f.column)} {f.db_type(connection).split('(')[0]}" for f in fields)
+    return ", ".join(f"{quote(f.column)} {_column_type(f)}" for f in fields)
+
+
+def _column_type(field: models.Field) -> str:
+    """The field's column type on PostgreSQL without its modifiers (varchar, not varchar(63))."""
+    return field.db_type(connection).split("(")[0]
 
 
 @cache
@@ -462,8 +467,7 @@ def _fetch_one(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> tu
             with conn.wrap_database_errors:
                 return conn.connection.execute(_qmark(sql), params).fetchone()
         if conn.vendor == "postgresql":
-            with _prepared(conn) as (cursor, prepare):
-                cursor.execute(_numbered(sql), params, prepare=prepare)
+            with _prepared(conn, sql, params) as cursor:
                 return cursor.fetchone() if cursor.description else None
     with conn.cursor() as cursor:
         cursor.execute(sql, params)
@@ -497,13 +501,20 @@ def insert_write(
     without a savepoint; a concurrent inserter of the same key is waited for, then counts as
     existing. With ``after``, only if that earlier write of the group returned a row."""
     conn = _connection()
-    suffix = ""
-    if if_absent:
-        columns = ", ".join(_quote(row._meta.get_field(name).column) for name in if_absent)
-        suffix = f"ON CONFLICT ({columns}) DO NOTHING"
+    suffix = _on_conflict_do_nothing(type(row), tuple(if_absent))
     sql = _single_insert_sql(type(row), suffix, conn.vendor)
     guarded = "" if after is None else _guarded_insert_sql(type(row), suffix, after, conn.vendor)
     return Write(sql, insert_values(row, conn), after, guarded)
+
+
+@cache
+def _on_conflict_do_nothing(model: type[models.Model], unique: tuple[str, ...]) -> str:
+    """``ON CONFLICT (…) DO NOTHING`` on the columns of ``unique`` (the exact fields of a unique
+    constraint); empty when there are none."""
+    if not unique:
+        return ""
+    columns = ", ".join(_quote(model._meta.get_field(name).column) for name in unique)
+    return f"ON CONFLICT ({columns}) DO NOTHING"
 
 
 @cache
@@ -515,7 +526,7 @@ def _guarded_insert_sql(model: type[models.Model], suffix: str, after: int, vend
     quote = connection.ops.quote_name
     fields = _insert_fields(model)
     columns = ", ".join(quote(f.column) for f in fields)
-    marks = ", ".join(f"%s::{f.db_type(connection).split('(')[0]}" for f in fields)
+    marks = ", ".join(f"%s::{_column_type(f)}" for f in fields)
     table, pk = quote(model._meta.db_table), quote(model._meta.pk.column)
     return (
         f"INSERT INTO {table} ({columns}) SELECT {marks} WHERE EXISTS (SELECT 1 FROM w{after}) "  # noqa: S608  (identifiers from the model, values as parameters)
@@ -571,17 +582,13 @@ def _insert_select_sql(
         expression = expressions.get(field.name, "{value}")
         if "{value}" in expression:
             sent.append(index)
-        cast = f"%s::{field.db_type(connection).split('(')[0]}"
-        items.append(expression.replace("{value}", cast))
+        items.append(expression.replace("{value}", f"%s::{_column_type(field)}"))
     quote = connection.ops.quote_name
     table, pk = quote(model._meta.db_table), quote(model._meta.pk.column)
     columns = ", ".join(quote(f.column) for f in fields)
-    suffix = ""
-    if if_absent:
-        keys = ", ".join(quote(model._meta.get_field(name).column) for name in if_absent)
-        suffix = f" ON CONFLICT ({keys}) DO NOTHING"
+    suffix = _on_conflict_do_nothing(model, if_absent)
     sql = (
-        f"INSERT INTO {table} ({columns}) SELECT {', '.join(items)} FROM {source}"  # noqa: S608  (identifiers from the model, expressions from the caller, values as parameters)
+        f"INSERT INTO {table} ({columns}) SELECT {', '.join(items)} FROM {source} "  # noqa: S608  (identifiers from the model, expressions from the caller, values as parameters)
         f"{suffix} RETURNING {pk}"
     )
     return sql, tuple(sent)

@@ -281,9 +281,7 @@ def _spawn_prepared(params: dict[str, Any]) -> _Prepared | None:
     remembered = connection.vendor == "postgresql"
     parent = _PARENTS.get(session_id) if remembered else None
     if parent is None:
-        parent = row_sql.read_one(
-            AcsSession, [*_STEP_READS, "parent"], where="session_id", value=session_id
-        )
+        parent = row_sql.read_one(AcsSession, _STEP_READS, where="session_id", value=session_id)
         if parent is None:
             return None  # refused under the lock, with the reason
         if remembered:

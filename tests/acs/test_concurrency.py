@@ -45,6 +45,22 @@ def race(bodies: list[str]) -> list[dict]:
     return answers
 
 
+def verified(session_id: str) -> str:
+    """What ``verify_acs_chain`` says of the session's chain."""
+    out = StringIO()
+    call_command("verify_acs_chain", session_id, stdout=out)
+    return out.getvalue()
+
+
+def remembered_parent() -> Runtime:
+    """A parent session (intent: search) that spawned once, so this process remembers it."""
+    rt = Runtime(Client())
+    rt.hello()
+    rt.session_start(intent(("search",)))
+    assert rt.spawn(str(uuid.uuid4()), child_intent=intent(("search",)))["decision"] == "allow"
+    return rt
+
+
 def test_of_two_simultaneous_copies_of_a_request_exactly_one_passes():
     rt = Runtime(Client())
     rt.hello()
@@ -63,9 +79,7 @@ def test_racing_steps_of_one_session_make_one_unbroken_chain():
     assert all("result" in a for a in answers), answers
     hashes = {a["result"]["chain_hash"] for a in answers}
     assert len(hashes) == 6
-    out = StringIO()
-    call_command("verify_acs_chain", rt.session_id, stdout=out)
-    assert "chain open, 6 entries" in out.getvalue()
+    assert "chain open, 6 entries" in verified(rt.session_id)
 
 
 def test_racing_spawns_of_one_parent_record_every_child_in_one_unbroken_chain():
@@ -88,9 +102,7 @@ def test_racing_spawns_of_one_parent_record_every_child_in_one_unbroken_chain():
     parent = AcsSession.objects.get(session_id=rt.session_id)
     assert sorted(parent.children.values_list("session_id", flat=True)) == sorted(children)
     assert AgentSession.objects.filter(name__in=children, origin=Origin.ACS).count() == 8
-    out = StringIO()
-    call_command("verify_acs_chain", rt.session_id, stdout=out)
-    assert "chain open, 9 entries" in out.getvalue()  # sessionStart and 8 spawns
+    assert "chain open, 9 entries" in verified(rt.session_id)  # sessionStart and 8 spawns
 
 
 def test_racing_copies_of_a_spawn_record_one_child_and_refuse_the_rest_as_replays():
@@ -109,12 +121,6 @@ def test_racing_copies_of_a_spawn_record_one_child_and_refuse_the_rest_as_replay
     assert [a["error"]["code"] for a in answers if "error" in a] == [-32005, -32005]
     assert AcsSession.objects.filter(session_id=child).count() == 1
     assert AcsEntry.objects.filter(session__session_id=rt.session_id).count() == 2
-
-
-def verified(session_id: str) -> str:
-    out = StringIO()
-    call_command("verify_acs_chain", session_id, stdout=out)
-    return out.getvalue()
 
 
 def test_a_usual_spawn_is_one_write_statement_and_the_next_does_not_read_its_parent_again():
@@ -141,10 +147,7 @@ def test_a_usual_spawn_is_one_write_statement_and_the_next_does_not_read_its_par
 
 
 def test_a_parent_changed_by_another_process_after_this_one_remembered_it_is_judged_afresh():
-    rt = Runtime(Client())
-    rt.hello()
-    rt.session_start(intent(("search",)))
-    assert rt.spawn(str(uuid.uuid4()), child_intent=intent(("search",)))["decision"] == "allow"
+    rt = remembered_parent()
     # Another replica records a narrower intent for the parent; this process never saw it.
     AcsSession.objects.filter(session_id=rt.session_id).update(intent=intent(("git",)))
     child = str(uuid.uuid4())
@@ -156,10 +159,7 @@ def test_a_parent_changed_by_another_process_after_this_one_remembered_it_is_jud
 
 
 def test_a_parent_sealed_by_another_process_after_this_one_remembered_it_refuses_the_spawn():
-    rt = Runtime(Client())
-    rt.hello()
-    rt.session_start(intent(("search",)))
-    assert rt.spawn(str(uuid.uuid4()), child_intent=intent(("search",)))["decision"] == "allow"
+    rt = remembered_parent()
     AcsSession.objects.filter(session_id=rt.session_id).update(state=ChainState.SEALED)
     child = str(uuid.uuid4())
     error = rt.error("steps/subagentStart", rt.spawn_payload(child))
