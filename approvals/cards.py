@@ -284,7 +284,8 @@ _STUCK = Q(
 )
 
 
-def _stuck_cards() -> QuerySet[Card]:
+def stuck_cards() -> QuerySet[Card]:
+    """The open cards whose lineage was broken or had no human channel."""
     return Card.objects.filter(_STUCK)
 
 
@@ -295,11 +296,12 @@ def cards_reroute_undelivered() -> int:
     mirrored before its parent session; once the session arrives its cards find their way.
     Returns how many cards became deliverable.
     """
-    # Every new session (each ACS spawn included) calls this after its commit, and usually no
-    # card is stuck: then one indexed EXISTS, without a transaction or row locks. It sees the
-    # same committed cards the locking query below would, so it skips only when that query
-    # would have found nothing; cards committed later are covered as before (schedule_reroute).
-    if not row_sql.exists(_stuck_cards):
+    # Every new session calls this after its commit (but for an ACS spawn whose own statement
+    # found no card stuck: approvals.receivers), and usually no card is stuck: then one indexed
+    # EXISTS, without a transaction or row locks. It sees the same committed cards the locking
+    # query below would, so it skips only when that query would have found nothing; cards
+    # committed later are covered as before (schedule_reroute), and by the periodic upkeep.
+    if not row_sql.exists(stuck_cards):
         return 0
     return _reroute_stuck()
 
@@ -307,7 +309,7 @@ def cards_reroute_undelivered() -> int:
 @transaction.atomic
 def _reroute_stuck() -> int:
     rerouted = 0
-    stuck = _stuck_cards().select_for_update()
+    stuck = stuck_cards().select_for_update()
     for card in stuck:
         card_route(card)
         if not card.undeliverable and not card.approvers.exists():

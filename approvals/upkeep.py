@@ -1,4 +1,5 @@
-"""Periodic upkeep that must not wait for anyone to load a page: expiry and reminders.
+"""Periodic upkeep that must not wait for anyone to load a page: expiry, reminders, decisions
+not yet written to their cluster, and cards whose lineage has since become routable.
 
 Run every few seconds by Celery beat in production (``approvals.tasks.upkeep``), by the active
 cluster watcher, and by ``python manage.py upkeep --loop`` in the embedded default.
@@ -11,7 +12,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from approvals.cards import card_close
+from approvals.cards import card_close, cards_reroute_undelivered
 from approvals.events import publish_card_event
 from approvals.models import Card, CardState
 from approvals.notify import notify_card
@@ -61,4 +62,7 @@ def upkeep() -> dict[str, int]:
         "expired": cards_expire_due(),
         "reminded": cards_remind_due(),
         "decisions_written": decisions_retry_recorded(),
+        # Sessions trigger this after their commit; this catches what those checks could not see
+        # (approvals.receivers._reroute), one indexed EXISTS when nothing is stuck.
+        "rerouted": cards_reroute_undelivered(),
     }

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Field
+from django.db.models import Field, QuerySet
 from django.utils import timezone
 
 from delegations import sql as row_sql
@@ -49,13 +50,27 @@ def model_for(kind: str) -> type[PlatformObject]:
 Change = tuple[PlatformObject, tuple[dict, dict] | None]
 
 
-def announce(row: PlatformObject, previous: tuple[dict, dict] | None = None) -> None:
+# Questions the human side asks about a new session, answered inside the very statement that
+# writes it where a writer can (the usual ACS spawn, ``acs.one_statement``): name -> a function
+# returning the same QuerySet every time. The answers (whether each query has a row, as the
+# statement found the database when it began) reach agent_session_changed's receivers as
+# ``probed``; elsewhere ``probed`` is None and receivers ask for themselves.
+SESSION_PROBES: dict[str, Callable[[], QuerySet]] = {}
+
+
+def announce(
+    row: PlatformObject,
+    previous: tuple[dict, dict] | None = None,
+    *,
+    probed: dict[str, bool] | None = None,
+) -> None:
     """Tell the human side that an object changed (inside the current transaction).
-    ``previous`` is the (spec, status) it had before, None for a new object."""
+    ``previous`` is the (spec, status) it had before, None for a new object; ``probed``: for a
+    new session, the answers to ``SESSION_PROBES`` found with its write, if it had them."""
     if isinstance(row, SubagentRequest):
         subagent_request_changed.send(sender=SubagentRequest, request=row, previous=previous)
     elif isinstance(row, AgentSession):
-        agent_session_changed.send(sender=AgentSession, session=row)
+        agent_session_changed.send(sender=AgentSession, session=row, probed=probed)
 
 
 @transaction.atomic

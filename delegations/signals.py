@@ -17,5 +17,6 @@ subagent_requests_changed = Signal()
 subagent_request_deleted = Signal()
 # Sent by the active watcher about every LEASE_DURATION_SECONDS / 3, for periodic upkeep.
 watcher_tick = Signal()
-# kwargs: session (delegations.models.AgentSession)
+# kwargs: session (delegations.models.AgentSession), probed (for a new session written together
+# with the answers to delegations.services.SESSION_PROBES: those answers by name; else None)
 agent_session_changed = Signal()

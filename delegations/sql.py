@@ -725,6 +725,12 @@ def _converters(
     return found
 
 
+def exists_sql(build: Callable[[], QuerySet]) -> tuple[str, tuple[Any, ...]]:
+    """The statement (and its parameters) returning a row when the queryset ``build()`` returns
+    one; ``build`` as for ``exists``. For use as a subquery of this module's kind."""
+    return _exists_sql(build, _connection().vendor)
+
+
 @cache
 def _exists_sql(build: Callable[[], QuerySet], vendor: str) -> tuple[str, tuple[Any, ...]]:
     return build().order_by().values_list("pk")[:1].query.sql_with_params()
@@ -734,7 +740,7 @@ def exists(build: Callable[[], QuerySet]) -> bool:
     """Whether the queryset ``build()`` returns has a row. ``build`` must return the same query
     every time (no arguments, constant filters): it is compiled once per process, and each call
     then costs only the statement."""
-    sql, params = _exists_sql(build, _connection().vendor)
+    sql, params = exists_sql(build)
     return _fetch_one(_connection(), sql, params) is not None
 
 

@@ -12,6 +12,7 @@ from django.utils.dateparse import parse_datetime
 
 from approvals.cards import RaiseBatch, card_raise_disclosure
 from approvals.models import AuditEntry, Card, CardState, Undeliverable
+from approvals.upkeep import upkeep
 from delegations import services
 from delegations.models import SubagentRequest
 from tests import factories
@@ -114,6 +115,26 @@ def test_a_broken_lineage_marks_the_card_undeliverable_with_the_reason(db):
     card = card_for("lost")
     assert card.undeliverable == Undeliverable.ROUTING_ERROR
     assert "team/gone" in card.undeliverable_detail
+
+
+def test_a_card_stuck_on_a_session_that_arrived_unseen_is_routed_by_the_periodic_upkeep(team):
+    # A session and a card written at the same moment can each miss the other in their checks
+    # after commit (approvals.receivers._reroute): then the periodic upkeep routes the card.
+    subagent_request("early", parent="latecomer")
+    assert card_for("early").undeliverable == Undeliverable.ROUTING_ERROR
+    services.agent_session_new(  # stored without its announcement, as if its check had run first
+        namespace="team",
+        name="latecomer",
+        spec={"parent": {"namespace": "team", "name": "root"}},
+        origin="database",
+    ).save()
+    assert card_for("early").undeliverable == Undeliverable.ROUTING_ERROR
+    assert upkeep()["rerouted"] == 1
+    card = card_for("early")
+    assert card.undeliverable == ""
+    assert card.route_channel_name == "web"
+    assert [link["name"] for link in card.asking_chain] == ["latecomer", "root"]
+    assert upkeep()["rerouted"] == 0
 
 
 def test_a_slot_decided_on_another_surface_closes_its_card_with_that_outcome(team):

@@ -9,6 +9,10 @@ the replay row, the child, its lineage session and the entry are inserted from t
 hashes ``prefix || position || suffix`` followed by the previous head's bytes, exactly as
 ``chain.entry_hash`` does.
 
+The same statement answers the human side's questions about a new session
+(``services.SESSION_PROBES``, e.g. whether any card is stuck), as the database was when it
+began, so that their own check after the commit is spared when the answer says so.
+
 When a guard fails (the parent changed or sealed meanwhile, the runtime's claimed chain hash is
 not the head, the child already exists) the statement writes nothing and returns no row: the
 caller then takes the locked path, which gives the exact answer. A replayed request_id or nonce
@@ -25,7 +29,7 @@ from django.db import connection, models
 from delegations import sql as row_sql
 from delegations.acs.models import AcsEntry, AcsSeen, AcsSession
 from delegations.acs.signing import canonical
-from delegations.services import AGENT_SESSION_KEY
+from delegations.services import AGENT_SESSION_KEY, SESSION_PROBES
 
 
 class Recorded(NamedTuple):
@@ -33,6 +37,7 @@ class Recorded(NamedTuple):
     head: str
     child_key: Any  # None when a child of that id appeared meanwhile
     lineage_key: Any  # None when a session of that name was already in the lineage
+    probed: dict[str, bool]  # the answers to SESSION_PROBES, as of the statement's start
 
 
 def _entry_text(entry: AcsEntry) -> tuple[str, str]:
@@ -79,18 +84,26 @@ def spawn_recorded(
     writes.append(row_sql.insert_select(entry, source="upd", computed=_ENTRY_COMPUTED))
     for write in writes:
         params += write.params
-    sql = _statement(claimed_head is not None, tuple(write.sql for write in writes))
-    position, digest, child_key, lineage_key = row_sql.fetch_one(sql, params)
+    probes = [(name, *row_sql.exists_sql(build)) for name, build in SESSION_PROBES.items()]
+    for _, _, probe_params in probes:
+        params += probe_params
+    sql = _statement(
+        claimed_head is not None,
+        tuple(write.sql for write in writes),
+        tuple(probe_sql for _, probe_sql, _ in probes),
+    )
+    position, digest, child_key, lineage_key, *answers = row_sql.fetch_one(sql, params)
     if position is None:
         return None
-    return Recorded(position, digest, child_key, lineage_key)
+    probed = {name: bool(answer) for (name, _, _), answer in zip(probes, answers, strict=True)}
+    return Recorded(position, digest, child_key, lineage_key, probed)
 
 
 @cache
-def _statement(claimed: bool, inserts: tuple[str, ...]) -> str:
+def _statement(claimed: bool, inserts: tuple[str, ...], probes: tuple[str, ...]) -> str:
     """The whole statement, built once per shape: ``claimed``, whether the runtime claimed a
     chain hash; ``inserts``: the seen rows', the child's, the lineage session's and the entry's
-    INSERTs, in that order."""
+    INSERTs, in that order; ``probes``: queries answered by whether they return a row."""
     table = connection.ops.quote_name(AcsSession._meta.db_table)
     guards = [
         "id = %s::bigint",
@@ -114,7 +127,8 @@ def _statement(claimed: bool, inserts: tuple[str, ...]) -> str:
     ]
     parts += [f"w{index} AS ({insert})" for index, insert in enumerate(inserts)]
     child_at, lineage_at = len(inserts) - 3, len(inserts) - 2
+    answers = "".join(f", EXISTS ({probe})" for probe in probes)
     return (
         f"WITH {', '.join(parts)} SELECT (SELECT pos FROM upd), (SELECT h FROM upd), "  # noqa: S608  (statements built from model metadata, values as parameters)
-        f"(SELECT * FROM w{child_at}), (SELECT * FROM w{lineage_at})"
+        f"(SELECT * FROM w{child_at}), (SELECT * FROM w{lineage_at}){answers}"
     )

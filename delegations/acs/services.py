@@ -326,7 +326,9 @@ def _spawn_at_once(
     if recorded is None:
         return None
     if recorded.child_key is not None and recorded.lineage_key is not None:
-        spawn.recorded(recorded.child_key, recorded.lineage_key, parent=parent)  # announces
+        spawn.recorded(  # announces, with the statement's answers
+            recorded.child_key, recorded.lineage_key, parent=parent, probed=recorded.probed
+        )
     else:  # the child, or its lineage session, appeared meanwhile: recorded under its rules
         with transaction.atomic():
             locked = _lock(parent.session_id)
@@ -507,14 +509,22 @@ class _Spawn:
             row_sql.insert_write(self.lineage, if_absent=platform_services.AGENT_SESSION_KEY),
         ]
 
-    def recorded(self, child_key: Any, lineage_key: Any, *, parent: AcsSession) -> None:
+    def recorded(
+        self,
+        child_key: Any,
+        lineage_key: Any,
+        *,
+        parent: AcsSession,
+        probed: dict[str, bool] | None = None,
+    ) -> None:
         """After the writes: announce the new child, or update the known one. ``parent``: the
-        parent's row as locked by the step."""
+        parent's row as locked by the step; ``probed``: the answers to the session probes found
+        with the writes, if they had them (``one_statement``)."""
         if child_key is not None:
             row_sql.mark_saved(self.child, child_key)
             if lineage_key is not None:
                 row_sql.mark_saved(self.lineage, lineage_key)
-                platform_services.announce(self.lineage, None)
+                platform_services.announce(self.lineage, None, probed=probed)
             else:  # a session of that name was already in the lineage: updated under its rules
                 _lineage_apply(self.child, parent=parent)
             return

@@ -143,6 +143,8 @@ def test_a_usual_spawn_is_one_write_statement_and_the_next_does_not_read_its_par
     assert len(writes) == 1 and writes[0].startswith("WITH cur AS"), first
     parent_statements = [s for s in second if table in s]  # the parent is not read first
     assert len(parent_statements) == 1 and parent_statements[0].startswith("WITH cur AS"), second
+    # Nor is anything asked after it: the statement found no card stuck (approvals.receivers).
+    assert len(second) == 1, second
     assert "chain open, 3 entries" in verified(rt.session_id)
 
 
