@@ -284,9 +284,17 @@ def _prepared(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> Ite
     raw = conn.connection
     if prepare and raw.prepare_threshold is None:
         raw.prepare_threshold = _ONLY_WHEN_ASKED
-    with conn.wrap_database_errors, RawCursor(raw) as cursor:
+    with conn.wrap_database_errors:
+        cursor = _CURSORS.get(raw)
+        if cursor is None or cursor.closed:
+            cursor = _CURSORS[raw] = RawCursor(raw)
         cursor.execute(_numbered(sql), params, prepare=prepare)
         yield cursor
+
+
+# One cursor per driver connection, kept for its next statement: a new cursor starts with no
+# adapters looked up for its parameters' types, and the write groups here send dozens.
+_CURSORS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
 @lru_cache(maxsize=512)
@@ -307,7 +315,7 @@ def _run_document(conn: BaseDatabaseWrapper, sql: str, document: str) -> list[tu
     (bound apart and prepared when nobody observes statements: ``_prepared``)."""
     if _unobserved(conn):
         with _prepared(conn, sql, [document]) as cursor:
-            return cursor.fetchall() if cursor.description else []
+            return cursor.fetchall() if cursor.pgresult.nfields else []
     with conn.cursor() as cursor:
         cursor.execute(sql, [document])
         return cursor.fetchall() if cursor.description else []
@@ -468,7 +476,7 @@ def _fetch_one(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> tu
                 return conn.connection.execute(_qmark(sql), params).fetchone()
         if conn.vendor == "postgresql":
             with _prepared(conn, sql, params) as cursor:
-                return cursor.fetchone() if cursor.description else None
+                return cursor.fetchone() if cursor.pgresult.nfields else None
     with conn.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchone() if cursor.description else None
