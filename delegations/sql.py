@@ -285,16 +285,14 @@ def _prepared(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> Ite
     if prepare and raw.prepare_threshold is None:
         raw.prepare_threshold = _ONLY_WHEN_ASKED
     with conn.wrap_database_errors:
-        cursor = _CURSORS.get(raw)
-        if cursor is None or cursor.closed:
-            cursor = _CURSORS[raw] = RawCursor(raw)
-        cursor.execute(_numbered(sql), params, prepare=prepare)
-        yield cursor
-
-
-# One cursor per driver connection, kept for its next statement: a new cursor starts with no
-# adapters looked up for its parameters' types, and the write groups here send dozens.
-_CURSORS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        # One cursor per driver connection, kept on Django's connection for the next statement
+        # (and dropped with the driver connection it belongs to): a new cursor starts with no
+        # adapters looked up for its parameters' types, and the write groups here send dozens.
+        kept = getattr(conn, "_desk_cursor", None)
+        if kept is None or kept.connection is not raw or kept.closed:
+            kept = conn._desk_cursor = RawCursor(raw)  # type: ignore[attr-defined]
+        kept.execute(_numbered(sql), params, prepare=prepare)
+        yield kept
 
 
 @lru_cache(maxsize=512)

@@ -40,6 +40,7 @@ from delegations.sql import (
     RowReader,
     _json_document,
     _json_preparer,
+    fetch_one,
     insert_rows,
     update_rows,
 )
@@ -279,3 +280,17 @@ def test_gate_four_answers_as_the_orm_query_would(team, email, tag_id):
         ).exists()
     )
     assert LocalAuthorizer().may_speak_for(email, tag_id) is expected
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_statement_after_the_connection_was_replaced_runs_on_the_new_one():
+    # The driver cursor a statement reuses belongs to one connection (delegations.sql._prepared):
+    # once Django opens another (CONN_MAX_AGE, a broken connection), statements follow it.
+    assert fetch_one("SELECT %s::int + 1, pg_backend_pid()", [1])[0] == 2
+    first = connection.connection
+    connection.close()
+    answer, backend = fetch_one("SELECT %s::int + 1, pg_backend_pid()", [41])
+    assert answer == 42
+    assert connection.connection is not first
+    assert backend == connection.connection.info.backend_pid
