@@ -14,8 +14,9 @@ from typing import Any
 from delegations.acs.signing import canonical, sha256_hex
 
 
-def request_hash(params: dict[str, Any]) -> str:
-    return sha256_hex(canonical(params))
+def request_hash(params: dict[str, Any], canonical_params: bytes | None = None) -> str:
+    """``canonical_params``: the JCS bytes of ``params`` when the caller already has them."""
+    return sha256_hex(canonical(params) if canonical_params is None else canonical_params)
 
 
 def entry_hash(entry: dict[str, Any], previous_hash: str | None) -> str:

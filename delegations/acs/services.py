@@ -226,8 +226,11 @@ def _session_hello(params: dict[str, Any], hello: dict[str, Any], secure: bool) 
     return server_hello
 
 
-def step_evaluate(*, method: str, params: dict[str, Any]) -> dict[str, Any]:
+def step_evaluate(
+    *, method: str, params: dict[str, Any], canonical_params: bytes | None = None
+) -> dict[str, Any]:
     """Evaluate one step of an open, negotiated session and append it to the session's chain.
+    ``canonical_params``: the JCS bytes of ``params``, when the caller has them already.
 
     Returns the result body (unsigned), with the new ``chain_hash``. Raises AcsError: -32003
     before ``handshake/hello``, -32000 on a sealed session, -32005 for a replay, -32007 when
@@ -238,7 +241,7 @@ def step_evaluate(*, method: str, params: dict[str, Any]) -> dict[str, Any]:
     # lock (and on SQLite the database's one write lock) is held shorter: the request hash and,
     # for a spawn, the verdict and the rows, made from the parent as it stands now and used
     # if the locked parent still has that intent.
-    digest = chain.request_hash(params)
+    digest = chain.request_hash(params, canonical_params)
     early = None
     if method == "steps/subagentStart":
         early = _spawn_prepared(params)

@@ -131,24 +131,64 @@ def request_signature_valid(key: bytes, envelope: dict[str, Any], key_id: str) -
 
     Compares in constant time. Never raises for a malformed signature member: it is just invalid.
     """
+    return verified_params(key, envelope, key_id) is not None
+
+
+def verified_params(key: bytes, envelope: dict[str, Any], key_id: str) -> bytes | None:
+    """The JCS bytes of ``params`` as received, signature included (what a step's request hash
+    covers), when ``params.signature`` is valid (see ``request_signature_valid``); else None.
+
+    Both texts, the signed one and this, come from one canonicalization of each member."""
     params = envelope.get("params")
     if not isinstance(params, dict):
-        return False
+        return None
     signature = params.get("signature")
     if not isinstance(signature, dict):
-        return False
+        return None
     if signature.get("algorithm") != ALGORITHM or signature.get("key_id") != key_id:
-        return False
+        return None
     value = signature.get("value")
     if not isinstance(value, str):
-        return False
-    unsigned = dict(envelope)
-    unsigned["params"] = {k: v for k, v in params.items() if k != "signature"}
+        return None
     try:
-        expected = mac(key, unsigned)
+        signed_input, params_text = _request_texts(envelope, params)
     except ValueError:
-        return False
-    return hmac.compare_digest(expected.encode(), value.encode())
+        return None
+    expected = base64.b64encode(hmac.new(key, signed_input, hashlib.sha256).digest())
+    return params_text if hmac.compare_digest(expected, value.encode()) else None
+
+
+def _request_texts(envelope: dict[str, Any], params: dict[str, Any]) -> tuple[bytes, bytes]:
+    """The JCS bytes of the envelope without ``params.signature`` and of ``params`` whole. JCS
+    writes an object as its members in key order, so each member's text serves both; keys
+    the fast path leaves to the library (see ``canonical``) make it canonicalize both whole."""
+    members: dict[str, str] = {}
+    try:
+        for name, item in params.items():
+            if type(name) is not str or not name.isascii():
+                raise _Unusual
+            out: list[str] = [_escape(name), ":"]
+            _write(item, out)
+            members[name] = "".join(out)
+        texts: list[str] = []
+        for name in sorted(envelope):
+            if type(name) is not str or not name.isascii():
+                raise _Unusual
+            if name == "params":
+                unsigned = ",".join(members[k] for k in sorted(members) if k != "signature")
+                texts.append(f'"params":{{{unsigned}}}')
+            else:
+                out = [_escape(name), ":"]
+                _write(envelope[name], out)
+                texts.append("".join(out))
+        signed_input = "{" + ",".join(texts) + "}"
+        whole = "{" + ",".join(members[k] for k in sorted(members)) + "}"
+        return signed_input.encode("utf-8"), whole.encode("utf-8")
+    except _Unusual:
+        unsigned_params = {k: v for k, v in params.items() if k != "signature"}
+        return canonical({**envelope, "params": unsigned_params}), canonical(params)
+    except UnicodeEncodeError as exc:  # a lone surrogate
+        raise rfc8785.CanonicalizationError("input contains non-UTF-8 codepoints") from exc
 
 
 def sign_request(key: bytes, envelope: dict[str, Any], key_id: str) -> dict[str, Any]:

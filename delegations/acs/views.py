@@ -140,7 +140,8 @@ def _handle(request: HttpRequest, envelope_box: list[Any]) -> dict[str, Any]:
             SESSION_REFUSED, "session refused: this Guardian has no ACS secret configured"
         )
     key = signing.session_key(secret, params["metadata"]["session_id"])
-    if not signing.request_signature_valid(key, envelope, config.key_id()):
+    canonical_params = signing.verified_params(key, envelope, config.key_id())
+    if canonical_params is None:
         raise AcsError(SIGNATURE_INVALID, "signature invalid")
     _check_time(params)
     payload = params["payload"]
@@ -163,7 +164,7 @@ def _handle(request: HttpRequest, envelope_box: list[Any]) -> dict[str, Any]:
         }
     if method == "handshake/hello":
         return services.session_hello(params=params, hello=payload, secure=request.is_secure())
-    return services.step_evaluate(method=method, params=params)
+    return services.step_evaluate(method=method, params=params, canonical_params=canonical_params)
 
 
 def _signing_key(envelope: Any) -> bytes | None:

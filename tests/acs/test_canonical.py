@@ -1,7 +1,9 @@
 """``signing.canonical`` is exactly ``rfc8785.dumps``: the same bytes for every JSON value, and the
 same error wherever the library raises one. Covered: generated values of every JSON
 type (floats, integers at and beyond the safe domain, non-ASCII and astral keys and strings,
-control characters, lone surrogates), every BMP character alone, and a signed envelope."""
+control characters, lone surrogates), every BMP character alone, and a signed envelope. The
+two texts a request's verification makes at once (the signed input, and params for the request
+hash) are the library's bytes of each, and a request verifies exactly when it did before."""
 
 from __future__ import annotations
 
@@ -12,8 +14,8 @@ import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from delegations.acs import signing
-from tests.acs.runtime import Runtime, intent
+from delegations.acs import chain, signing
+from tests.acs.runtime import KEY_ID, Runtime, intent
 
 SAME = settings(max_examples=1500, deadline=None, database=None)
 
@@ -74,3 +76,50 @@ def test_a_signed_envelope_canonicalises_to_the_librarys_bytes(method):
     )
     envelope = rt.envelope(method, payload)
     assert signing.canonical(envelope) == rfc8785.dumps(envelope)
+
+
+def texts_by_library(envelope: dict[str, Any]) -> tuple[bytes, bytes] | type[Exception]:
+    params = envelope["params"]
+    unsigned = {**envelope, "params": {k: v for k, v in params.items() if k != "signature"}}
+    try:
+        return rfc8785.dumps(unsigned), rfc8785.dumps(params)
+    except ValueError as exc:
+        return type(exc)
+
+
+def texts_by_us(envelope: dict[str, Any]) -> tuple[bytes, bytes] | type[Exception]:
+    try:
+        return signing._request_texts(envelope, envelope["params"])
+    except ValueError as exc:
+        return type(exc)
+
+
+@SAME
+@given(
+    params=st.dictionaries(text, values, max_size=5),
+    signed=st.booleans(),
+    outer=st.dictionaries(text.filter(lambda k: k != "params"), values, max_size=3),
+)
+def test_a_requests_two_texts_are_the_librarys_bytes_of_each(params, signed, outer):
+    if signed:
+        params = {**params, "signature": {"algorithm": "HMAC-SHA256", "value": "x", "key_id": "k"}}
+    envelope = {**outer, "params": params}
+    assert texts_by_us(envelope) == texts_by_library(envelope)
+
+
+@pytest.mark.parametrize("method", ["steps/subagentStart", "steps/sessionStart", "system/ping"])
+def test_a_signed_request_verifies_with_the_canonical_params_its_request_hash_covers(method):
+    rt = Runtime(None)
+    payload = (
+        rt.spawn_payload("5c3f9a52-6d1e-4b8f-9a2e-0c7d1f3b4a59", "fresh", child_intent=intent())
+        if method == "steps/subagentStart"
+        else {"intent": intent(("search",))}
+    )
+    envelope = rt.envelope(method, payload)
+    key = rt.key
+    found = signing.verified_params(key, envelope, KEY_ID)
+    assert found == rfc8785.dumps(envelope["params"])
+    assert chain.request_hash(envelope["params"], found) == chain.request_hash(envelope["params"])
+    tampered = {**envelope, "params": {**envelope["params"], "request_id": "another"}}
+    assert signing.verified_params(key, tampered, KEY_ID) is None
+    assert signing.verified_params(key, envelope, "another-key-id") is None
