@@ -103,8 +103,13 @@ def agent_session_new(
     clean = validate_object(
         "AgentSession", {"metadata": {"namespace": namespace, "name": name}, "spec": spec}
     )
-    row = AgentSession(
-        namespace=namespace, name=name, origin=origin, spec=clean.get("spec", {}), labels={}
+    row = row_sql.new_row(
+        AgentSession,
+        namespace=namespace,
+        name=name,
+        origin=origin,
+        spec=clean.get("spec", {}),
+        labels={},
     )
     row.status = clean["status"]
     row.copy_columns()

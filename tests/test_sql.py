@@ -42,6 +42,7 @@ from delegations.sql import (
     _json_preparer,
     fetch_one,
     insert_rows,
+    new_row,
     update_rows,
 )
 from tests import factories
@@ -294,3 +295,51 @@ def test_a_statement_after_the_connection_was_replaced_runs_on_the_new_one():
     assert answer == 42
     assert connection.connection is not first
     assert backend == connection.connection.info.backend_pid
+
+
+def _built(row: models.Model) -> tuple:
+    attributes = {k: v for k, v in vars(row).items() if k != "_state"}
+    state = (row._state.adding, row._state.db, row._state.fields_cache)
+    return attributes, state
+
+
+@pytest.mark.parametrize("model_name", ["AcsSession", "AcsSeen", "AcsEntry", "AgentSession"])
+def test_new_row_builds_the_instance_the_models_constructor_would(db, model_name):
+    from django.db.models.signals import post_init, pre_init
+
+    from delegations.acs.models import AcsEntry, AcsSeen, AcsSession
+    from delegations.models import AgentSession
+
+    parent = AcsSession.objects.create(session_id="p-1", intent={"raw": "x"})
+    cases = {
+        "AcsSession": (
+            AcsSession,
+            [
+                {"session_id": "c-1", "parent": parent, "spawn_reason_codes": ["a"]},
+                {"session_id": "c-2", "parent": None, "descriptor": {"agent_id": "r"}},
+                {"session_id": "c-3"},
+            ],
+        ),
+        "AcsSeen": (AcsSeen, [{"session": parent, "kind": "request_id", "value": "r-1"}]),
+        "AcsEntry": (
+            AcsEntry,
+            [{"session": parent, "position": 3, "entry": {"a": 1}, "step_type": "s"}],
+        ),
+        "AgentSession": (
+            AgentSession,
+            [{"namespace": "acs", "name": "n", "origin": "acs", "spec": {}, "uid": "u-1"}],
+        ),
+    }
+    model, examples = cases[model_name]
+    # new_row skips the signals Model.__init__ sends: nothing may listen for them here.
+    assert not pre_init.has_listeners(model) and not post_init.has_listeners(model)
+    for values in examples:
+        assert _built(new_row(model, **values)) == _built(model(**values))
+    # Defaults made by a callable (a dict, a list, a uid) are made afresh for each instance.
+    first, second = new_row(model), new_row(model)
+    made = [
+        f.attname for f in model._meta.concrete_fields if f.has_default() and callable(f.default)
+    ]
+    for name in made:
+        assert type(vars(first)[name]) is type(vars(model())[name])
+        assert vars(first)[name] is not vars(second)[name], name

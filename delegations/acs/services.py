@@ -103,9 +103,10 @@ def _lock_or_create(session_id: str) -> AcsSession:
 
 
 def _seen_rows(session: AcsSession, params: dict[str, Any]) -> list[AcsSeen]:
-    seen = [AcsSeen(session=session, kind="request_id", value=params["request_id"].lower())]
+    request_id = params["request_id"].lower()
+    seen = [row_sql.new_row(AcsSeen, session=session, kind="request_id", value=request_id)]
     if "nonce" in params:
-        seen.append(AcsSeen(session=session, kind="nonce", value=params["nonce"]))
+        seen.append(row_sql.new_row(AcsSeen, session=session, kind="nonce", value=params["nonce"]))
     return seen
 
 
@@ -463,7 +464,8 @@ def _entry(
         "request_hash": request_hash,
         "decision": verdict.decision,
     }
-    return AcsEntry(
+    return row_sql.new_row(
+        AcsEntry,
         session=session,
         position=position,
         entry=members,
@@ -568,7 +570,7 @@ def _subagent_start(
     }
     if verdict.decision == "allow":
         spawn.update(intent=verdict.effective_intent, intent_source="spawn")
-    child = AcsSession(session_id=child_id, **spawn)
+    child = row_sql.new_row(AcsSession, session_id=child_id, **spawn)
     return verdict, _Spawn(child, spawn)
 
 
