@@ -434,6 +434,12 @@ def _connection() -> BaseDatabaseWrapper:
     return connections[DEFAULT_DB_ALIAS]
 
 
+def database() -> BaseDatabaseWrapper:
+    """The default database's connection wrapper, for a caller making several of this module's
+    calls in a row to pass as their ``conn`` (each lookup is a thread-local one)."""
+    return connections[DEFAULT_DB_ALIAS]
+
+
 def _quote(name: str) -> str:
     return _connection().ops.quote_name(name)
 
@@ -455,7 +461,9 @@ def _qmark(sql: str) -> str:
     return SQLiteCursorWrapper.convert_query(None, sql)  # type: ignore[arg-type]
 
 
-def fetch_one(sql: str, params: Sequence[Any]) -> tuple | None:
+def fetch_one(
+    sql: str, params: Sequence[Any], conn: BaseDatabaseWrapper | None = None
+) -> tuple | None:
     """Run one statement of this module's kind (its text built once, its values as
     parameters) and return its first row (None when it returned none).
 
@@ -463,7 +471,7 @@ def fetch_one(sql: str, params: Sequence[Any]) -> tuple | None:
     Django's checks and error translation: on SQLite, where a statement costs less than
     Django's cursor wrapping around it, without the per-statement conversion and bookkeeping;
     on PostgreSQL bound apart and prepared once per connection (``_prepared``)."""
-    return _fetch_one(_connection(), sql, params)
+    return _fetch_one(conn or _connection(), sql, params)
 
 
 def _fetch_one(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> tuple | None:
@@ -533,11 +541,11 @@ def _blank(model: type[models.Model]) -> tuple[dict[str, Any], tuple, dict[str, 
     return constants, tuple(makers), relations
 
 
-def mark_saved(row: models.Model, key: Any) -> None:
+def mark_saved(row: models.Model, key: Any, conn: BaseDatabaseWrapper | None = None) -> None:
     """Make an instance inserted by ``write_together`` look saved, as ``save()`` leaves it."""
     row.pk = key
     row._state.adding = False
-    row._state.db = _connection().alias
+    row._state.db = (conn or _connection()).alias
 
 
 def insert_write(
@@ -602,13 +610,14 @@ def insert_select(
     source: str,
     computed: tuple[tuple[str, str], ...] = (),
     if_absent: Sequence[str] = (),
+    conn: BaseDatabaseWrapper | None = None,
 ) -> Write:
     """The INSERT of unsaved ``row`` once per row of ``source`` (a CTE of the same statement),
     returning its key. ``computed``: (field name, SQL expression over ``source``) pairs that
     replace those fields' values; ``{value}`` in one stands for the field's own value. With
     ``if_absent``, ``ON CONFLICT … DO NOTHING`` as in ``insert_write``. The statement is built
     once per shape; each value is cast to its column's type (see ``_guarded_insert_sql``)."""
-    conn = _connection()
+    conn = conn or _connection()
     sql, sent = _insert_select_sql(type(row), source, computed, tuple(if_absent))
     values = insert_values(row, conn)
     return Write(sql, [values[index] for index in sent])
@@ -773,10 +782,12 @@ def _converters(
     return found
 
 
-def exists_sql(build: Callable[[], QuerySet]) -> tuple[str, tuple[Any, ...]]:
+def exists_sql(
+    build: Callable[[], QuerySet], conn: BaseDatabaseWrapper | None = None
+) -> tuple[str, tuple[Any, ...]]:
     """The statement (and its parameters) returning a row when the queryset ``build()`` returns
     one; ``build`` as for ``exists``. For use as a subquery of this module's kind."""
-    return _exists_sql(build, _connection().vendor)
+    return _exists_sql(build, (conn or _connection()).vendor)
 
 
 @cache

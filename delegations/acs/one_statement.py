@@ -71,20 +71,22 @@ def spawn_recorded(
     ``parent``: the row the verdict was made from (read without a lock); ``entry``: the unsaved
     entry with position 0, its ``entry`` members complete but for ``entry_id``. Raises
     IntegrityError for a replay."""
-    assert connection.vendor == "postgresql"
+    conn = row_sql.database()  # on PostgreSQL
     prefix, suffix = _entry_text(entry)
-    intent = AcsSession._meta.get_field("intent").get_db_prep_save(parent.intent, connection)
+    intent = AcsSession._meta.get_field("intent").get_db_prep_save(parent.intent, conn)
     params: list[Any] = [parent.pk, intent, child.session_id]
     if claimed_head is not None:
         params.append(claimed_head)
     params += [prefix, suffix]
-    writes = [row_sql.insert_select(row, source="upd") for row in seen]
-    writes.append(row_sql.insert_select(child, source="upd", if_absent=("session_id",)))
-    writes.append(row_sql.insert_select(lineage, source="upd", if_absent=AGENT_SESSION_KEY))
-    writes.append(row_sql.insert_select(entry, source="upd", computed=_ENTRY_COMPUTED))
+    writes = [row_sql.insert_select(row, source="upd", conn=conn) for row in seen]
+    writes.append(row_sql.insert_select(child, source="upd", if_absent=("session_id",), conn=conn))
+    writes.append(
+        row_sql.insert_select(lineage, source="upd", if_absent=AGENT_SESSION_KEY, conn=conn)
+    )
+    writes.append(row_sql.insert_select(entry, source="upd", computed=_ENTRY_COMPUTED, conn=conn))
     for write in writes:
         params += write.params
-    probes = [(name, *row_sql.exists_sql(build)) for name, build in SESSION_PROBES.items()]
+    probes = [(name, *row_sql.exists_sql(build, conn)) for name, build in SESSION_PROBES.items()]
     for _, _, probe_params in probes:
         params += probe_params
     sql = _statement(
@@ -92,7 +94,7 @@ def spawn_recorded(
         tuple(write.sql for write in writes),
         tuple(probe_sql for _, probe_sql, _ in probes),
     )
-    position, digest, child_key, lineage_key, *answers = row_sql.fetch_one(sql, params)
+    position, digest, child_key, lineage_key, *answers = row_sql.fetch_one(sql, params, conn)
     if position is None:
         return None
     probed = {name: bool(answer) for (name, _, _), answer in zip(probes, answers, strict=True)}

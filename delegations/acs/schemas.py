@@ -166,15 +166,40 @@ def _fast_validators() -> dict[str, Any]:
         )
 
     hello = {"$ref": ROOTS[0] + "handshake.json#/$defs/ClientHello"}
-    return {
-        ENVELOPE: build(_load("request-envelope.json")),
-        "handshake/hello": build(hello),
-        "steps/sessionStart": build(SESSION_START),
-        "steps/subagentStart": build(_load("hooks/subagent-start.json")),
-        "steps/subagentStop": build(_load("hooks/subagent-stop.json")),
-        "steps/sessionEnd": build(OPEN_OBJECT),
-        "system/ping": build(OPEN_OBJECT),
+    payloads = {
+        "handshake/hello": hello,
+        "steps/sessionStart": SESSION_START,
+        "steps/subagentStart": {"$ref": ROOTS[0] + "hooks/subagent-start.json"},
+        "steps/subagentStop": {"$ref": ROOTS[0] + "hooks/subagent-stop.json"},
+        "steps/sessionEnd": OPEN_OBJECT,
+        "system/ping": OPEN_OBJECT,
     }
+    validators = {ENVELOPE: build(_load("request-envelope.json"))}
+    for method, payload in payloads.items():
+        validators[method] = build(payload)
+        # The whole request of that method: the envelope, and in it the method's payload.
+        validators[_WHOLE + method] = build(
+            {
+                "allOf": [
+                    {"$ref": ROOTS[0] + "request-envelope.json"},
+                    {"properties": {"params": {"properties": {"payload": payload}}}},
+                ]
+            }
+        )
+    return validators
+
+
+_WHOLE = "request:"
+
+
+def request_valid(method: str, envelope: Any) -> bool:
+    """Whether a request of ``method`` (one of the methods with a payload schema) is valid as a
+    whole, envelope and payload, in one pass of the compiled validators. True means that
+    ``check`` finds no problem in either; False says nothing: ``check`` each part then."""
+    try:
+        return bool(_fast_validators()[_WHOLE + method].is_valid(envelope))
+    except ValueError:
+        return False  # a value the compiled validator cannot take: the parts decide
 
 
 def check(schema: str, instance: Any, prefix: str) -> list[SchemaProblem]:

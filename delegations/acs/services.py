@@ -243,12 +243,13 @@ def step_evaluate(
     # for a spawn, the verdict and the rows, made from the parent as it stands now and used
     # if the locked parent still has that intent.
     digest = chain.request_hash(params, canonical_params)
+    postgres = connection.vendor == "postgresql"
     early = None
     if method == "steps/subagentStart":
-        early = _spawn_prepared(params)
+        early = _spawn_prepared(params, postgres)
     else:  # a step that may change the session: a spawn reads it afresh afterwards
         _PARENTS.pop(params["metadata"]["session_id"].lower(), None)
-    if early is not None and early.spawn is not None and connection.vendor == "postgresql":
+    if early is not None and early.spawn is not None and postgres:
         answer = _spawn_at_once(params, digest, early)
         if answer is not None:
             return answer
@@ -280,9 +281,9 @@ _PARENTS: dict[str, AcsSession] = {}
 _PARENTS_HELD = 4096
 
 
-def _spawn_prepared(params: dict[str, Any]) -> _Prepared | None:
+def _spawn_prepared(params: dict[str, Any], postgres: bool) -> _Prepared | None:
     session_id = params["metadata"]["session_id"].lower()
-    remembered = connection.vendor == "postgresql"
+    remembered = postgres
     parent = _PARENTS.get(session_id) if remembered else None
     if parent is None:
         parent = row_sql.read_one(AcsSession, _STEP_READS, where="session_id", value=session_id)
@@ -293,7 +294,7 @@ def _spawn_prepared(params: dict[str, Any]) -> _Prepared | None:
                 _PARENTS.clear()
             _PARENTS[session_id] = parent
     verdict, spawn = _subagent_start(parent, params, params["payload"])
-    writes = spawn.writes() if spawn is not None and connection.vendor != "postgresql" else []
+    writes = spawn.writes() if spawn is not None and not postgres else []
     return _Prepared(parent, verdict, spawn, writes)
 
 
@@ -526,9 +527,10 @@ class _Spawn:
         parent's row as locked by the step; ``probed``: the answers to the session probes found
         with the writes, if they had them (``one_statement``)."""
         if child_key is not None:
-            row_sql.mark_saved(self.child, child_key)
+            conn = row_sql.database()
+            row_sql.mark_saved(self.child, child_key, conn)
             if lineage_key is not None:
-                row_sql.mark_saved(self.lineage, lineage_key)
+                row_sql.mark_saved(self.lineage, lineage_key, conn)
                 platform_services.announce(self.lineage, None, probed=probed)
             else:  # a session of that name was already in the lineage: updated under its rules
                 _lineage_apply(self.child, parent=parent)

@@ -219,8 +219,8 @@ def test_a_spawn_is_judged_by_the_intent_the_parent_holds_when_the_step_is_recor
     runtime.session_start(intent(("search",)))
     prepare = services._spawn_prepared
 
-    def intent_changes_meanwhile(params):
-        prepared = prepare(params)
+    def intent_changes_meanwhile(params, postgres):
+        prepared = prepare(params, postgres)
         AcsSession.objects.filter(session_id=runtime.session_id).update(
             intent=intent(("git", "read", "repo-a"))
         )

@@ -4,7 +4,8 @@ instance, ``schemas.check`` answers exactly what the reference validator alone w
 compiled one never accepts what the reference rejects (where it is stricter, the reference has
 the last word). Covered: mutated envelopes and payloads of every method, the formats the
 shipped schemas use (uuid, date-time) and their edge cases, patterns, and values the compiled
-validator cannot take."""
+validator cannot take. A request found valid as a whole in one pass (``request_valid``) is one
+whose envelope and payload the reference finds nothing wrong with."""
 
 from __future__ import annotations
 
@@ -45,9 +46,18 @@ def assert_same(envelope: Any) -> None:
     for method in schemas.payload_validators():
         prefix = "params.payload"
         assert schemas.check(method, payload, prefix) == reference(method, payload, prefix)
+        if schemas.request_valid(method, envelope):  # the one-pass check of a whole request
+            assert not reference(schemas.ENVELOPE, envelope, "")
+            assert not reference(method, payload, prefix)
 
 
 SEEDS = seeds(Runtime(None))
+
+
+def test_each_valid_seed_is_valid_as_a_whole_request_of_its_method():
+    for seed in SEEDS:
+        assert not reference(schemas.ENVELOPE, seed, "")
+        assert schemas.request_valid(seed["method"], seed), seed["method"]
 
 
 @SAME
