@@ -23,7 +23,7 @@ class AcsSession(models.Model):
     the newest entry's hash and the number of entries; both change only under a row lock.
     """
 
-    session_id = models.CharField(max_length=36, unique=True)
+    session_id = models.CharField(max_length=36)  # unique: see Meta
     agent_id = models.CharField(max_length=256, blank=True)
     agent_name = models.CharField(max_length=256, blank=True)
     parent = models.ForeignKey(
@@ -57,6 +57,11 @@ class AcsSession(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        constraints = [
+            # A constraint rather than unique=True, which on PostgreSQL also makes a second
+            # index for LIKE prefixes that nothing here asks, and every spawn would maintain.
+            models.UniqueConstraint(fields=["session_id"], name="acssession_session_id_unique")
+        ]
 
     def __str__(self) -> str:
         return self.session_id

@@ -249,3 +249,20 @@ def test_rows_prepare_insert_values_as_the_fields_do(db):
     values = [rows.db_value(f, f.pre_save(row, True), connection) for f in fields]
     expected = [f.get_db_prep_save(getattr(row, f.attname), connection) for f in fields]
     assert [str(v) for v in values] == [str(v) for v in expected]
+
+
+@pytest.mark.postgres
+def test_acs_sessions_are_unique_by_session_id_through_one_index_only(db):
+    # Every spawn inserts a session: it maintains one index on session_id (the unique one),
+    # not also the LIKE-prefix index PostgreSQL gets for unique=True, which nothing asks.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexdef FROM pg_indexes WHERE tablename = %s", [AcsSession._meta.db_table]
+        )
+        definitions = [row[0] for row in cursor.fetchall()]
+    on_session_id = [d for d in definitions if "(session_id" in d]
+    assert len(on_session_id) == 1, definitions
+    assert "UNIQUE" in on_session_id[0]
+    AcsSession.objects.create(session_id="s-1")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        AcsSession.objects.create(session_id="s-1")
