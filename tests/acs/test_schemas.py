@@ -142,3 +142,35 @@ def test_patterns_get_the_reference_validators_answer(value):
 def test_values_the_compiled_validator_cannot_take_get_the_reference_validators_answer(value):
     assert_same(with_value(("params", "payload", "parent_step_id"), value))
     assert_same(with_value(("params", "metadata", "agent_id"), value))
+
+
+NEAR_UUID_CHARACTERS = "0123456789abcdefABCDEFg-_{}: \n\u0661\uff19\u00e9"
+
+
+@SAME
+@given(
+    base=st.uuids().map(str),
+    edits=st.lists(
+        st.tuples(st.integers(0, 40), st.sampled_from(["set", "insert", "delete"])),
+        max_size=3,
+    ),
+    characters=st.text(alphabet=NEAR_UUID_CHARACTERS, min_size=3, max_size=3),
+    upper=st.booleans(),
+)
+def test_the_compiled_validators_own_uuid_check_accepts_only_what_the_reference_accepts(
+    base, edits, characters, upper
+):
+    # schemas.NATIVE_FORMATS: the compiled validator checks uuid itself, never more leniently.
+    value = base.upper() if upper else base
+    for (at, edit), character in zip(edits, characters, strict=False):
+        at = min(at, len(value))
+        if edit == "set":
+            value = value[:at] + character + value[at + 1 :]
+        elif edit == "insert":
+            value = value[:at] + character + value[at:]
+        else:
+            value = value[:at] + value[at + 1 :]
+    assert "uuid" in schemas.NATIVE_FORMATS
+    envelope = with_value(("params", "request_id"), value)
+    compiled = schemas._fast_validators()[schemas.ENVELOPE].is_valid(envelope)
+    assert compiled <= (not reference(schemas.ENVELOPE, envelope, ""))
