@@ -1,15 +1,17 @@
 """Signed ``steps/subagentStart`` requests per second, end to end, vs. a bare JSON-RPC echo view
 on the same server stack. Target (issue 6): within 3x of the echo.
 
-    .venv/bin/python bench/acs_hooks.py [--requests 1500] [--rounds 5] [--clients 4] [--workers 2]
+    .venv/bin/python bench/acs_hooks.py [--requests 1500] [--rounds 5] [--clients 4] [--workers 4]
 
-One gunicorn (sync workers, the project's WSGI application and middleware) serves both: the
-real ``POST /acs`` and ``POST /bench/echo`` (mounted only by bench/acs_settings.py). The database
+One gunicorn (sync workers, the project's WSGI application and middleware; 4 workers, as the
+README's Deploying section runs it) serves both: the real ``POST /acs`` and ``POST /bench/echo``
+(mounted only by bench/acs_settings.py). The database
 is a scratch SQLite file, or BENCH_DATABASE_URL (an empty PostgreSQL database of your own; this
 script migrates it). The client pre-signs every request (a parent session that said hello and
 reported its Intent, then one subagentStart per fresh child, inherit_subset, a one-capability
 child intent), then sends them from ``--clients`` processes, one connection per request (sync
-workers do not keep connections alive). Both sides send the same bodies. The requests are sent in
+workers do not keep connections alive). Both sides send the same bodies, and both are warmed
+first with ``--clients`` x 10 requests of their own. The requests are sent in
 ``--rounds`` rounds, each an echo run and an ACS run of the same bodies back to back (which goes
 first alternates), so that a change in the machine's load falls on both sides; each round's
 ratio is printed with their median, and the last round's CPU time per request of the server's
@@ -85,7 +87,12 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=1500)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--clients", type=int, default=4)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=4,
+        help="gunicorn sync workers (4: as README's Deploying runs it)",
+    )
     parser.add_argument(
         "--parents",
         type=int,
@@ -193,12 +200,14 @@ def main() -> None:
                 },
                 parent,
             )
-            for i in range(args.requests + 200)
+            for i in range(args.requests + 200 + args.clients * 10)
             for parent in [parents[i % len(parents)]]
         ]
-        bodies, sequential = spawns[: args.requests], spawns[args.requests :]
-        warm = bodies[: args.clients * 10]
-        run(port, "/bench/echo", warm, args.clients)
+        bodies = spawns[: args.requests]
+        sequential = spawns[args.requests : args.requests + 200]
+        warm = spawns[args.requests + 200 :]
+        for path in ("/bench/echo", "/acs"):  # a worker's first requests pay one-time costs
+            run(port, path, warm, args.clients)
         size = -(-len(bodies) // args.rounds)
         echo_wall = acs_wall = 0.0
         echo_samples: list[float] = []
