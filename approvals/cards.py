@@ -124,7 +124,7 @@ class RaiseBatch:
             inserted = [item for item in pending if _insert_one(item[0])]
         insert_rows(
             [
-                CardApprover(card=card, email=e)
+                row_sql.new_row(CardApprover, card=card, email=e)
                 for card, owners, _ in inserted
                 for e in sorted(owners)
             ]
@@ -341,7 +341,8 @@ def card_raise_disclosure(
     spec = request.spec
     parent = SessionRef(request.parent_namespace, request.parent_name)
     requested_at = _disclosure_requested_at(request)
-    card = Card(
+    card = row_sql.new_row(
+        Card,
         category=Category.DATA_SLOT_DISCLOSURE,
         request_ref=disclosure_request_ref(request.name, slot),
         session_namespace=parent.namespace,
@@ -406,7 +407,9 @@ def card_insert(*, card: Card, owners: set[str], existing: Q) -> tuple[Card, boo
     """
     if not _insert_one(card):
         return Card.objects.get(existing), False
-    CardApprover.objects.bulk_create([CardApprover(card=card, email=e) for e in sorted(owners)])
+    CardApprover.objects.bulk_create(
+        [row_sql.new_row(CardApprover, card=card, email=e) for e in sorted(owners)]
+    )
     _announce_raised(card, SubscriberLookup())
     if not card.undeliverable:
         schedule_pending_interaction_sync(card.pk)

@@ -299,7 +299,8 @@ def _new_row(
     metadata = obj["metadata"]
     # The object's uid given to the constructor, so that no default uid is drawn to be dropped.
     known = {"uid": metadata["uid"]} if metadata.get("uid") else {}
-    row = model(
+    row = row_sql.new_row(
+        model,
         namespace=metadata["namespace"],
         name=metadata["name"],
         origin=origin,

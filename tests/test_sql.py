@@ -303,14 +303,28 @@ def _built(row: models.Model) -> tuple:
     return attributes, state
 
 
-@pytest.mark.parametrize("model_name", ["AcsSession", "AcsSeen", "AcsEntry", "AgentSession"])
-def test_new_row_builds_the_instance_the_models_constructor_would(db, model_name):
+@pytest.mark.parametrize(
+    "model_name",
+    [
+        "AcsSession",
+        "AcsSeen",
+        "AcsEntry",
+        "AgentSession",
+        "SubagentRequest",
+        "Channel",
+        "Card",
+        "CardApprover",
+    ],
+)
+def test_new_row_builds_the_instance_the_models_constructor_would(team, model_name):
     from django.db.models.signals import post_init, pre_init
 
     from delegations.acs.models import AcsEntry, AcsSeen, AcsSession
-    from delegations.models import AgentSession
+    from delegations.models import AgentSession, Channel
 
     parent = AcsSession.objects.create(session_id="p-1", intent={"raw": "x"})
+    request = subagent_request("r-1")
+    card = card_for("r-1")
     cases = {
         "AcsSession": (
             AcsSession,
@@ -329,6 +343,26 @@ def test_new_row_builds_the_instance_the_models_constructor_would(db, model_name
             AgentSession,
             [{"namespace": "acs", "name": "n", "origin": "acs", "spec": {}, "uid": "u-1"}],
         ),
+        "SubagentRequest": (
+            SubagentRequest,
+            [{"name": "x", "origin": "cluster", "status": {"phase": "P"}, "uid": "u-2"}],
+        ),
+        "Channel": (Channel, [{"name": "c", "spec": {"kind": "browser"}, "uid": "u-3"}]),
+        "Card": (
+            Card,
+            [
+                {
+                    "request": request,
+                    "interaction_id": card.interaction_id,
+                    "request_name": "r-1",
+                    "slot": "logs",
+                    "fields": [{"label": "l", "value": "v"}],
+                    "expires_at": card.expires_at,
+                },
+                {"request": None, "interaction_id": card.interaction_id},
+            ],
+        ),
+        "CardApprover": (CardApprover, [{"card": card, "email": ALICE}]),
     }
     model, examples = cases[model_name]
     # new_row skips the signals Model.__init__ sends: nothing may listen for them here.
