@@ -12,7 +12,8 @@ from approvals.upkeep import upkeep
 
 class Command(BaseCommand):
     help = (
-        "Expire overdue cards, send reminders, retry unwritten decisions and notifications. "
+        "Expire overdue cards, send reminders, retry unwritten decisions and notifications, "
+        "route stuck cards again. "
         "Production runs this through Celery beat; the embedded default through --loop."
     )
 
