@@ -52,7 +52,7 @@ def schedule_status_write(decision: Decision) -> None:
     follows a change already committed, so its failure (the broker down, say) is logged and
     must not reach the caller, who would otherwise report a recorded decision as not recorded
     and skip the hooks queued after it. Each has its backstop: the sweep for status writes,
-    ``notifications_retry_due`` for notifications, the watcher's tick for rerouting.
+    ``notifications_retry_due`` for notifications, the periodic upkeep for rerouting.
     """
     from approvals.tasks import write_decision_status
 
