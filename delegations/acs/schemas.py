@@ -6,7 +6,7 @@ error answers keep their exact paths and messages. The compiled one must never a
 reference one rejects (``tests/acs/test_schemas.py`` checks that on generated instances), so it
 checks formats with the reference's own format checkers (its built-in ``date-time`` accepts leap
 seconds, which the reference refuses), except those in ``NATIVE_FORMATS``, whose built-in check
-is at least as strict. Where it is stricter (a pattern's ``$`` before a trailing
+is at least as strict. Where it is stricter (that check, a pattern's ``$`` before a trailing
 newline), the reference gets the instance, finds no problem, and it passes as before.
 
 The hook seeds reference ``../provenance.json`` relative to their own ``$id`` under
