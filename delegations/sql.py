@@ -428,20 +428,15 @@ class RowReader:
         return self.model.from_db(conn.alias, self.names, values)
 
 
-def _connection() -> BaseDatabaseWrapper:
-    # The wrapper itself: each attribute read through django.db.connection is a thread-local
-    # lookup, and these functions make dozens.
-    return connections[DEFAULT_DB_ALIAS]
-
-
 def database() -> BaseDatabaseWrapper:
-    """The default database's connection wrapper, for a caller making several of this module's
-    calls in a row to pass as their ``conn`` (each lookup is a thread-local one)."""
+    """The default database's connection wrapper itself: each attribute read through
+    django.db.connection is a thread-local lookup, and these functions make dozens. A caller
+    making several of this module's calls in a row passes it as their ``conn``."""
     return connections[DEFAULT_DB_ALIAS]
 
 
 def _quote(name: str) -> str:
-    return _connection().ops.quote_name(name)
+    return database().ops.quote_name(name)
 
 
 @cache
@@ -471,7 +466,7 @@ def fetch_one(
     Django's checks and error translation: on SQLite, where a statement costs less than
     Django's cursor wrapping around it, without the per-statement conversion and bookkeeping;
     on PostgreSQL bound apart and prepared once per connection (``_prepared``)."""
-    return _fetch_one(conn or _connection(), sql, params)
+    return _fetch_one(conn or database(), sql, params)
 
 
 def _fetch_one(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> tuple | None:
@@ -545,7 +540,7 @@ def mark_saved(row: models.Model, key: Any, conn: BaseDatabaseWrapper | None = N
     """Make an instance inserted by ``write_together`` look saved, as ``save()`` leaves it."""
     row.pk = key
     row._state.adding = False
-    row._state.db = (conn or _connection()).alias
+    row._state.db = (conn or database()).alias
 
 
 def insert_write(
@@ -556,7 +551,7 @@ def insert_write(
     makes it return no row instead of failing, so the transaction stays usable on PostgreSQL
     without a savepoint; a concurrent inserter of the same key is waited for, then counts as
     existing. With ``after``, only if that earlier write of the group returned a row."""
-    conn = _connection()
+    conn = database()
     suffix = _on_conflict_do_nothing(type(row), tuple(if_absent))
     sql = _single_insert_sql(type(row), suffix, conn.vendor)
     guarded = "" if after is None else _guarded_insert_sql(type(row), suffix, after, conn.vendor)
@@ -594,7 +589,7 @@ def update_write(row: models.Model, fields: Sequence[str]) -> Write:
     """The UPDATE of only ``fields`` of saved ``row`` (by primary key), as
     ``save(update_fields=…)`` writes them, without reading back or sending signals (for models
     none are connected to)."""
-    conn = _connection()
+    conn = database()
     meta = row._meta
     targets = [meta.get_field(name) for name in fields]
     assignments = ", ".join(f"{_quote(f.column)} = %s" for f in targets)
@@ -617,7 +612,7 @@ def insert_select(
     replace those fields' values; ``{value}`` in one stands for the field's own value. With
     ``if_absent``, ``ON CONFLICT … DO NOTHING`` as in ``insert_write``. The statement is built
     once per shape; each value is cast to its column's type (see ``_guarded_insert_sql``)."""
-    conn = conn or _connection()
+    conn = conn or database()
     sql, sent = _insert_select_sql(type(row), source, computed, tuple(if_absent))
     values = insert_values(row, conn)
     return Write(sql, [values[index] for index in sent])
@@ -665,7 +660,7 @@ def write_together(writes: Sequence[Write]) -> list[Any]:
     IntegrityError like the ORM; the caller's transaction must then be rolled back (on
     PostgreSQL it is aborted).
     """
-    conn = _connection()
+    conn = database()
     if not writes:
         return []
     if conn.vendor != "postgresql" or len(writes) == 1:
@@ -723,7 +718,7 @@ def read_one(model: type[M], fields: Sequence[str], *, where: str, value: Any) -
 def _one_row(
     model: type[M], fields: Sequence[str], where: str, value: Any, touch: str | None
 ) -> M | None:
-    connection = _connection()
+    connection = database()
     sql, loaded = _row_statement(model, tuple(fields), where, touch, connection.vendor)
     found = _fetch_one(connection, sql, [value])
     if found is None:
@@ -787,7 +782,7 @@ def exists_sql(
 ) -> tuple[str, tuple[Any, ...]]:
     """The statement (and its parameters) returning a row when the queryset ``build()`` returns
     one; ``build`` as for ``exists``. For use as a subquery of this module's kind."""
-    return _exists_sql(build, (conn or _connection()).vendor)
+    return _exists_sql(build, (conn or database()).vendor)
 
 
 @cache
@@ -800,11 +795,11 @@ def exists(build: Callable[[], QuerySet]) -> bool:
     every time (no arguments, constant filters): it is compiled once per process, and each call
     then costs only the statement."""
     sql, params = exists_sql(build)
-    return _fetch_one(_connection(), sql, params) is not None
+    return _fetch_one(database(), sql, params) is not None
 
 
 def _lock_path() -> str | None:
-    connection = _connection()
+    connection = database()
     if connection.vendor != "sqlite":
         return None
     name = str(connection.settings_dict["NAME"])

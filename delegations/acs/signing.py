@@ -121,9 +121,11 @@ def session_key(secret: bytes, session_id: str) -> bytes:
 
 def mac(key: bytes, unsigned_envelope: dict[str, Any]) -> str:
     """Base64 HMAC-SHA256 of the envelope's JCS bytes (the envelope must hold no signature)."""
-    return base64.b64encode(
-        hmac.new(key, canonical(unsigned_envelope), hashlib.sha256).digest()
-    ).decode()
+    return _mac_of(key, canonical(unsigned_envelope))
+
+
+def _mac_of(key: bytes, signed_input: bytes) -> str:
+    return base64.b64encode(hmac.new(key, signed_input, hashlib.sha256).digest()).decode()
 
 
 def request_signature_valid(key: bytes, envelope: dict[str, Any], key_id: str) -> bool:
@@ -154,8 +156,8 @@ def verified_params(key: bytes, envelope: dict[str, Any], key_id: str) -> bytes 
         signed_input, params_text = _request_texts(envelope, params)
     except ValueError:
         return None
-    expected = base64.b64encode(hmac.new(key, signed_input, hashlib.sha256).digest())
-    return params_text if hmac.compare_digest(expected, value.encode()) else None
+    expected = _mac_of(key, signed_input)
+    return params_text if hmac.compare_digest(expected.encode(), value.encode()) else None
 
 
 def _request_texts(envelope: dict[str, Any], params: dict[str, Any]) -> tuple[bytes, bytes]:

@@ -66,15 +66,20 @@ def test_non_json_values_are_refused_like_the_library_refuses_them():
         assert ours(value) == library(value) == rfc8785.CanonicalizationError
 
 
-@pytest.mark.parametrize("method", ["steps/subagentStart", "steps/sessionStart"])
-def test_a_signed_envelope_canonicalises_to_the_librarys_bytes(method):
+def signed(method: str) -> tuple[Runtime, dict[str, Any]]:
+    """A runtime and a signed request of ``method``: a spawn, or else a sessionStart's payload."""
     rt = Runtime(None)
     payload = (
         rt.spawn_payload("5c3f9a52-6d1e-4b8f-9a2e-0c7d1f3b4a59", "fresh", child_intent=intent())
         if method == "steps/subagentStart"
         else {"intent": intent(("search",))}
     )
-    envelope = rt.envelope(method, payload)
+    return rt, rt.envelope(method, payload)
+
+
+@pytest.mark.parametrize("method", ["steps/subagentStart", "steps/sessionStart"])
+def test_a_signed_envelope_canonicalises_to_the_librarys_bytes(method):
+    _, envelope = signed(method)
     assert signing.canonical(envelope) == rfc8785.dumps(envelope)
 
 
@@ -109,13 +114,7 @@ def test_a_requests_two_texts_are_the_librarys_bytes_of_each(params, signed, out
 
 @pytest.mark.parametrize("method", ["steps/subagentStart", "steps/sessionStart", "system/ping"])
 def test_a_signed_request_verifies_with_the_canonical_params_its_request_hash_covers(method):
-    rt = Runtime(None)
-    payload = (
-        rt.spawn_payload("5c3f9a52-6d1e-4b8f-9a2e-0c7d1f3b4a59", "fresh", child_intent=intent())
-        if method == "steps/subagentStart"
-        else {"intent": intent(("search",))}
-    )
-    envelope = rt.envelope(method, payload)
+    rt, envelope = signed(method)
     key = rt.key
     found = signing.verified_params(key, envelope, KEY_ID)
     assert found == rfc8785.dumps(envelope["params"])
