@@ -131,9 +131,13 @@ class RaiseBatch:
         )
         for card, _, _ in inserted:
             _announce_raised(card, self.subscribers)
-        delivered = [card for card, _, _ in inserted if not card.undeliverable]
-        schedule_pending_interaction_syncs([card.pk for card in delivered])
-        publish_card_events(delivered, "raised")
+        delivered = [(card, owners) for card, owners, _ in inserted if not card.undeliverable]
+        schedule_pending_interaction_syncs([card.pk for card, _ in delivered])
+        publish_card_events(
+            [card for card, _ in delivered],
+            "raised",
+            approvers={card.pk: owners for card, owners in delivered},
+        )
 
 
 def _insert_one(card: Card) -> bool:

@@ -21,14 +21,15 @@ sys.path.insert(0, str(ROOT))
 
 
 def setup_django(*, broker: bool = False) -> None:
-    """Django on a scratch database. With ``broker``, tasks are queued to Redis as in production
-    (BENCH_BROKER_URL, default a scratch Redis database on 127.0.0.1:6379) and nobody consumes
-    them: the benchmarked process only pays for enqueueing, as the watcher does."""
+    """Django on a scratch database. With ``broker``, Redis serves as in production
+    (BENCH_BROKER_URL, default a scratch Redis database on 127.0.0.1:6379): tasks are queued to
+    it and nobody consumes them, so the benchmarked process only pays for enqueueing, as the
+    watcher does; and live pushes go to its channel layer."""
     scratch = tempfile.mkdtemp(prefix="desk-bench-")
     if broker:
-        os.environ["CELERY_BROKER_URL"] = os.environ.get(
-            "BENCH_BROKER_URL", "redis://127.0.0.1:6379/15"
-        )
+        redis_url = os.environ.get("BENCH_BROKER_URL", "redis://127.0.0.1:6379/15")
+        os.environ["CELERY_BROKER_URL"] = redis_url
+        os.environ["REDIS_URL"] = redis_url
     os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only")
     os.environ["DATABASE_URL"] = (
         os.environ.get("BENCH_DATABASE_URL") or f"sqlite:///{scratch}/bench.sqlite3"

@@ -48,6 +48,7 @@ def main() -> None:
 
     from django.db import connection
 
+    from approvals.events import pusher
     from approvals.models import Card
     from config.heap import freeze_startup_heap
     from delegations.kube import KubeAdapter, load_api_client
@@ -213,6 +214,10 @@ def main() -> None:
         done.wait()
         if not watcher.reached.is_set():
             raise SystemExit("the watcher stopped before the last event of the history")
+        # The live pushes of the raised cards go out from the process's push thread after the
+        # commit (to Redis, as in production); they are no part of this figure, and must not
+        # fall on the next round's raw side either.
+        pusher().flush(30)
         return watcher.stats.events, watcher.reached_at - began, watcher.batches
 
     # One round first that is not counted: the API server's first stream of the history and

@@ -15,12 +15,14 @@ from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
 from django.db import connections, transaction
 
+from approvals import events
 from approvals.consumers import LiveConsumer
 from approvals.decisions import card_decide
 from approvals.identity import Identity
-from approvals.models import Decision
+from approvals.models import Card, Decision
+from delegations import services
 from tests.conftest import ALICE
-from tests.factories import card_for, subagent_request
+from tests.factories import card_for, request_object, subagent_request
 from tests.kubeapi.fixtures import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -110,6 +112,28 @@ def test_a_decision_reaches_the_card_page_and_every_concerned_inbox(alice, bob, 
         await card_page.disconnect()
 
     run(body)
+
+
+def test_a_burst_of_cards_reaches_each_concerned_inbox_once(alice, bob, team):
+    def raise_three_in_one_batch():
+        with transaction.atomic():
+            services.objects_mirror_batch(
+                "SubagentRequest", [request_object(f"burst-{i}") for i in range(3)]
+            )
+
+    async def body():
+        alices_inbox, bobs_inbox = connect(alice), connect(bob)
+        assert (await alices_inbox.connect())[0] and (await bobs_inbox.connect())[0]
+        await database_sync_to_async(raise_three_in_one_batch)()
+        # The page refetches itself whole on any message, so one shows all three cards.
+        for inbox in (alices_inbox, bobs_inbox):
+            message = await inbox.receive_json_from(timeout=5)
+            assert message["event"] == "raised"
+            assert await inbox.receive_nothing(timeout=0.3)
+            await inbox.disconnect()
+
+    run(body)
+    assert Card.objects.filter(request_name__startswith="burst-").count() == 3
 
 
 def test_a_rolled_back_change_is_never_announced(alice, team):
@@ -230,3 +254,46 @@ def test_redis_down_loses_pushes_not_decisions_and_pushes_resume(
         await communicator.disconnect()
 
     run(body)
+
+
+class StallingLayer:
+    """A shared channel layer that answers only when let go: Redis slow or unreachable."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.let_go = threading.Event()
+        self.sent: list[str] = []
+
+    async def group_send(self, group, message):
+        import asyncio
+
+        while not self.let_go.is_set():
+            await asyncio.sleep(0.01)
+        self.sent.append(group)
+
+
+def test_a_stalled_layer_holds_up_no_change_and_drops_pushes_beyond_the_backlog(
+    monkeypatch, caplog
+):
+    monkeypatch.setattr(events, "PUSH_BACKLOG", 2)
+    layer = StallingLayer()
+    pusher = events.Pusher()
+    assert pusher.push(layer, [("reviewer.a", {})], "raised")
+    assert pusher.push(layer, [("reviewer.b", {})], "decided")
+    # Both wait for the layer; the third change's push is dropped, and says so.
+    assert not pusher.push(layer, [("reviewer.c", {})], "closed")
+    assert not pusher.flush(timeout=0.2)
+    layer.let_go.set()
+    assert pusher.flush(timeout=5)
+    assert layer.sent == ["reviewer.a", "reviewer.b"]  # in the order they were handed over
+
+
+def test_a_push_the_layer_never_answers_is_given_up_and_logged(monkeypatch, caplog):
+    monkeypatch.setattr(events, "PUSH_TIMEOUT", 0.1)
+    layer = StallingLayer()
+    pusher = events.Pusher()
+    assert pusher.push(layer, [("reviewer.a", {})], "raised")
+    assert pusher.flush(timeout=5)
+    assert layer.sent == []
+    assert "live update raised not sent" in caplog.text
