@@ -166,8 +166,12 @@ def cards_sync_for_requests(requests: list[SubagentRequest]) -> None:
     """``cards_sync_for_request`` for many distinct requests at once (a mirrored watch batch):
     their cards are read in one query and the cards raised share one RaiseBatch."""
     existing: dict[str, dict[tuple[str, str], Card]] = {}
-    for card in Card.objects.select_for_update().filter(
-        category=Category.DATA_SLOT_DISCLOSURE, request_uid__in=[r.uid for r in requests]
+    for card in row_sql.rows_where_in(
+        Card,
+        "request_uid",
+        [r.uid for r in requests],
+        equal=(("category", Category.DATA_SLOT_DISCLOSURE),),
+        lock=True,
     ):
         existing.setdefault(card.request_uid, {})[(card.slot, card.tag_id)] = card
     batch = RaiseBatch()

@@ -156,7 +156,7 @@ def objects_mirror_batch(kind: str, objs: list[dict[str, Any]]) -> list[ObjectIn
     names = {o["metadata"].get("name") for o in objs}
     rows = {
         (row.namespace, row.name): row
-        for row in model.objects.select_for_update().filter(name__in=names)
+        for row in row_sql.rows_where_in(model, "name", list(names), lock=True)
     }
     updated: list[tuple[PlatformObject, tuple[dict, dict]]] = []
     created: list[tuple[dict[str, Any], PlatformObject]] = []

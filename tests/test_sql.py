@@ -12,6 +12,8 @@ stale; gate 4's plain statement answers as the ORM query; the write-ahead log ch
 
 from __future__ import annotations
 
+import json
+import math
 import uuid
 from datetime import timedelta
 
@@ -20,6 +22,8 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import IntegrityError, connection, models, transaction
 from django.forms.models import model_to_dict
 from django.test import TestCase
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from approvals.authorizer import LocalAuthorizer
 from approvals.decisions import card_decide
@@ -38,11 +42,13 @@ from approvals.selectors import card_for_decision
 from delegations.models import SubagentRequest
 from delegations.sql import (
     RowReader,
+    _dumps,
     _json_document,
     _json_preparer,
     fetch_one,
     insert_rows,
     new_row,
+    rows_where_in,
     update_rows,
 )
 from tests import factories
@@ -164,6 +170,52 @@ def test_a_value_json_cannot_spell_exactly_keeps_rows_out_of_a_json_document(db,
         assert _json_document([value], row, connection) is None
 
 
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(JSON_VALUES)
+def test_a_document_reads_back_as_the_value_json_dumps_would_give(value):
+    assert json.loads(_dumps(value)) == json.loads(json.dumps(value))
+
+
+@pytest.mark.parametrize("value", [float("nan"), 2**70, {1: "key not a string"}, "\ud800"])
+def test_a_value_ujson_spells_otherwise_or_refuses_is_spelled_as_json_does(value):
+    spelled = _dumps(value)
+    assert spelled == json.dumps(value, separators=(",", ":"))
+    if isinstance(value, float):
+        assert math.isnan(json.loads(spelled))
+
+
+# What PostgreSQL's jsonb admits: finite numbers, no NUL and no lone surrogate in a string.
+JSONB_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))
+JSONB_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | JSONB_TEXT,
+    lambda inner: st.lists(inner) | st.dictionaries(JSONB_TEXT, inner),
+    max_leaves=25,
+)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(value=JSONB_VALUES)
+def test_postgresql_reads_a_document_as_it_reads_the_json_dumps_text(value):
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT %s::jsonb = %s::jsonb", [_dumps(value), json.dumps(value)])
+        assert cursor.fetchone() == (True,)
+
+
 def test_the_row_reader_builds_the_instance_the_orm_would(team):
     subagent_request("r")
     card = card_for("r")
@@ -178,6 +230,47 @@ def test_the_row_reader_builds_the_instance_the_orm_would(team):
     assert built.expires_at == card.expires_at and built.expires_at.tzinfo is not None
     assert built.fields == card.fields and built.interaction_id == card.interaction_id
     assert not built._state.adding
+
+
+def test_rows_where_in_reads_what_the_orm_query_reads_in_its_order(team):
+    for name in ("b", "c", "a"):
+        subagent_request(name, slots=[("logs", "tag-logs"), ("db", "tag-logs")])
+    subagent_request("other")
+    names = ["c", "a", "b", "missing"]
+    by_orm = list(SubagentRequest.objects.filter(name__in=names))
+    read = rows_where_in(SubagentRequest, "name", names, lock=True)
+    assert [model_to_dict(r) for r in read] == [model_to_dict(r) for r in by_orm]
+    assert [r.name for r in read] == ["a", "b", "c"] and not read[0]._state.adding
+    uids = [r.uid for r in by_orm]
+    cards = rows_where_in(
+        Card, "request_uid", uids, equal=(("category", "data_slot_disclosure"),), lock=True
+    )
+    by_orm_cards = Card.objects.filter(category="data_slot_disclosure", request_uid__in=uids)
+    assert [model_to_dict(c) for c in cards] == [model_to_dict(c) for c in by_orm_cards]
+    assert len(cards) == 6
+    assert rows_where_in(Card, "request_uid", uids, equal=(("category", "question"),)) == []
+    assert rows_where_in(Card, "request_uid", []) == []
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_rows_where_in_locks_the_rows_it_read_and_no_others_until_commit(team):
+    import psycopg
+
+    subagent_request("locked")
+    subagent_request("free")
+    params = connection.get_connection_params()
+    with transaction.atomic():
+        assert [r.name for r in rows_where_in(SubagentRequest, "name", ["locked"], lock=True)] == [
+            "locked"
+        ]
+        with psycopg.connect(**params, autocommit=True) as other:
+            lock = "SELECT name FROM delegations_subagentrequest WHERE name = %s FOR UPDATE NOWAIT"
+            with pytest.raises(psycopg.errors.LockNotAvailable):
+                other.execute(lock, ["locked"])
+            assert other.execute(lock, ["free"]).fetchone() == ("free",)
+    with psycopg.connect(**params, autocommit=True) as other:
+        assert other.execute(lock, ["locked"]).fetchone() == ("locked",)
 
 
 def test_the_decision_read_carries_the_card_and_its_request(team):
