@@ -45,6 +45,8 @@ from delegations.sql import (
     _dumps,
     _json_document,
     _json_preparer,
+    _numbered,
+    _rows_where_in_sql,
     fetch_one,
     insert_rows,
     new_row,
@@ -271,6 +273,21 @@ def test_rows_where_in_locks_the_rows_it_read_and_no_others_until_commit(team):
             assert other.execute(lock, ["free"]).fetchone() == ("free",)
     with psycopg.connect(**params, autocommit=True) as other:
         assert other.execute(lock, ["locked"]).fetchone() == ("locked",)
+
+
+@pytest.mark.postgres
+def test_a_batchs_card_lookup_can_use_the_pending_slot_index_in_a_generic_plan(team):
+    sql = _numbered(
+        _rows_where_in_sql(Card, "request_uid", (("category", "data_slot_disclosure"),), lock=True)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(f"PREPARE batch_cards AS {sql}")
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("EXPLAIN EXECUTE batch_cards(ARRAY['a-uid'])")
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+        cursor.execute("DEALLOCATE batch_cards")
+    assert "card_one_per_pending_slot" in plan, plan
 
 
 def test_the_decision_read_carries_the_card_and_its_request(team):
