@@ -10,7 +10,9 @@ reads the same watch stream from the same resourceVersion, in rounds; each round
 1. raw: the adapter's decoding only (HTTP read + json.loads), the floor;
 2. watch_cluster: KindWatcher.follow from a fresh mirror (the state its initial list left: the
    history's requests and their cards absent), i.e. read, batch, coalesce, validate, store,
-   raise every card.
+   raise every card. Redis serves as in production: the task message is queued to it and the
+   live pushes go to its channel layer, from the process's pusher thread after the commit
+   (not timed, and flushed before the next round's raw side).
 Alternating the sides lets the machine's load at any moment fall on both; each round's ratio is
 printed, and their median. A first, uncounted round warms both sides up. After the rounds, the
 same decoded events are mirrored from memory once, to show the database-bound part alone.
