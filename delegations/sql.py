@@ -773,7 +773,8 @@ def rows_where_in(
         rows = model.objects.filter(**{f"{field}__in": values}, **dict(equal))
         return list(rows.select_for_update() if lock else rows)
     reader = _reader(model)
-    with _prepared(connection, _rows_where_in_sql(model, field, equal, lock), [values]) as cursor:
+    statement = _rows_where_in_sql(model, field, equal, lock)
+    with _prepared(connection, statement, [list(values)]) as cursor:  # one array parameter
         return [reader.build(row) for row in cursor.fetchall()]
 
 
