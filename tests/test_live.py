@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import socket
 import subprocess
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -260,14 +262,10 @@ class StallingLayer:
     """A shared channel layer that answers only when let go: Redis slow or unreachable."""
 
     def __init__(self) -> None:
-        import threading
-
         self.let_go = threading.Event()
         self.sent: list[str] = []
 
     async def group_send(self, group, message):
-        import asyncio
-
         while not self.let_go.is_set():
             await asyncio.sleep(0.01)
         self.sent.append(group)
